@@ -1,0 +1,30 @@
+"""Content identity: what binds a decision to the exact call an approver saw.
+
+``jcs-sha256``: SHA-256 over the RFC 8785 canonical JSON of the shown context (run, call id,
+tool, arguments), the same scheme AGENT-HOOKS-0.1 uses for its context identities.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import rfc8785
+
+SCHEME = "jcs-sha256"
+
+
+def jcs_sha256(value: Any) -> str:
+    """``jcs-sha256:<hex>`` of any JSON value."""
+    digest = hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+    return f"{SCHEME}:{digest}"
+
+
+def call_identity(*, run_id: str, call_id: str, tool: str, args: dict[str, Any]) -> str:
+    """The identity of one tool call as shown to an approver."""
+    return jcs_sha256({"run_id": run_id, "call_id": call_id, "tool": tool, "args": args})
+
+
+def idempotency_key(*, run_id: str, call_id: str) -> str:
+    """A stable key for the one execution a (run, call) may have; tools pass it downstream."""
+    return hashlib.sha256(f"approvals:{run_id}:{call_id}".encode()).hexdigest()[:32]

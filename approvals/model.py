@@ -1,0 +1,261 @@
+"""The engine's records: pending calls, decisions, runs, tool executions and resume jobs.
+
+Frozen, keyword-only dataclasses; states are ``StrEnum`` so they compare equal to the
+strings stored in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+class RequestStatus(enum.StrEnum):
+    """Where an approval request is in its life. Only ``pending`` can be decided."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    SUPERSEDED = "superseded"
+
+
+class Verdict(enum.StrEnum):
+    """What a human said about a pending call."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class DecisionKind(enum.StrEnum):
+    """The stored kind of a decision: an approval with edited arguments is an ``edit``."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    EDIT = "edit"
+
+
+class RunStatus(enum.StrEnum):
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class ExecutionStatus(enum.StrEnum):
+    """Tool-execution ledger states. ``outcome_unknown`` is final: never retried blindly."""
+
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+
+
+class JobStatus(enum.StrEnum):
+    QUEUED = "queued"
+    DONE = "done"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRequest:
+    """A pending (or once-pending) sensitive tool call and what the approver is shown."""
+
+    id: str
+    run_id: str
+    thread_id: str
+    call_id: str
+    tool: str
+    shown: dict[str, Any]
+    args_schema: dict[str, Any]
+    identity: str
+    reason: str | None
+    interrupt_id: str | None
+    state_version: str | None
+    requested_by: str
+    status: RequestStatus
+    created_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ApprovalRequest:
+        return cls(
+            id=str(row["id"]),
+            run_id=str(row["run_id"]),
+            thread_id=row["thread_id"],
+            call_id=row["call_id"],
+            tool=row["tool"],
+            shown=row["shown"],
+            args_schema=row["args_schema"],
+            identity=row["identity"],
+            reason=row["reason"],
+            interrupt_id=row["interrupt_id"],
+            state_version=row["state_version"],
+            requested_by=row["requested_by"],
+            status=RequestStatus(row["status"]),
+            created_at=row["created_at"],
+            expires_at=row["expires_at"],
+            decided_at=row["decided_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "shown": self.shown,
+            "identity": self.identity,
+            "reason": self.reason,
+            "interrupt_id": self.interrupt_id,
+            "state_version": self.state_version,
+            "requested_by": self.requested_by,
+            "status": self.status.value,
+            "created_at": self.created_at.isoformat(),
+            "expires_at": self.expires_at.isoformat(),
+            "decided_at": self.decided_at.isoformat() if self.decided_at else None,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    """A consumed decision: bound to exactly one request, made by an authenticated principal."""
+
+    id: str
+    request_id: str
+    run_id: str
+    call_id: str
+    kind: DecisionKind
+    principal: str
+    reason: str | None
+    args: dict[str, Any] | None
+    args_identity: str | None
+    decided_at: datetime
+
+    @property
+    def approved(self) -> bool:
+        return self.kind is not DecisionKind.REJECT
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Decision:
+        return cls(
+            id=str(row["id"]),
+            request_id=str(row["request_id"]),
+            run_id=str(row["run_id"]),
+            call_id=row["call_id"],
+            kind=DecisionKind(row["kind"]),
+            principal=row["principal"],
+            reason=row["reason"],
+            args=row["args"],
+            args_identity=row["args_identity"],
+            decided_at=row["decided_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "request_id": self.request_id,
+            "run_id": self.run_id,
+            "call_id": self.call_id,
+            "decision": self.kind.value,
+            "principal": self.principal,
+            "reason": self.reason,
+            "args": self.args,
+            "args_identity": self.args_identity,
+            "decided_at": self.decided_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Run:
+    id: str
+    thread_id: str
+    graph: str
+    status: RunStatus
+    started_by: str
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Run:
+        return cls(
+            id=str(row["id"]),
+            thread_id=row["thread_id"],
+            graph=row["graph"],
+            status=RunStatus(row["status"]),
+            started_by=row["started_by"],
+            error=row["error"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolExecution:
+    """One row of the tool-execution ledger: at most one per (run, call)."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    idempotency_key: str
+    args_identity: str
+    status: ExecutionStatus
+    result: Any
+    error: str | None
+    started_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ToolExecution:
+        return cls(
+            run_id=str(row["run_id"]),
+            call_id=row["call_id"],
+            tool=row["tool"],
+            idempotency_key=row["idempotency_key"],
+            args_identity=row["args_identity"],
+            status=ExecutionStatus(row["status"]),
+            result=row["result"],
+            error=row["error"],
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "status": self.status.value,
+            "idempotency_key": self.idempotency_key,
+            "error": self.error,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResumeJob:
+    """A queued instruction to resume one run after one decision."""
+
+    id: int
+    request_id: str
+    decision_id: str
+    run_id: str
+    thread_id: str
+    attempts: int
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> ResumeJob:
+        return cls(
+            id=row["id"],
+            request_id=str(row["request_id"]),
+            decision_id=str(row["decision_id"]),
+            run_id=str(row["run_id"]),
+            thread_id=row["thread_id"],
+            attempts=row["attempts"],
+        )

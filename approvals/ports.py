@@ -1,0 +1,153 @@
+"""Ports: what the engine needs from the outside world, as ``typing.Protocol``.
+
+``storage`` implements them on PostgreSQL; ``graphs`` and the decision service depend only
+on these shapes, so the domain never imports an adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from approvals.model import (
+    ApprovalRequest,
+    Decision,
+    DecisionKind,
+    ExecutionStatus,
+    ResumeJob,
+    Run,
+    RunStatus,
+    ToolExecution,
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewRequest:
+    """What a paused tool call records before it interrupts."""
+
+    run_id: str
+    thread_id: str
+    call_id: str
+    tool: str
+    shown: dict[str, Any]
+    args_schema: dict[str, Any]
+    identity: str
+    reason: str | None
+    requested_by: str
+    expires_at: datetime
+
+
+class ApprovalRequests(Protocol):
+    async def record_pending(self, new: NewRequest) -> ApprovalRequest:
+        """Idempotently record a pending call keyed by (run, call, identity).
+
+        An earlier pending request for the same call with another identity is superseded.
+        Returns the stored request, whatever its status now is.
+        """
+        ...
+
+    async def find(self, run_id: str, call_id: str, identity: str) -> ApprovalRequest | None: ...
+
+    async def get(self, request_id: str) -> ApprovalRequest | None: ...
+
+    async def decision_for(self, request_id: str) -> Decision | None: ...
+
+    async def attach_interrupt(
+        self, request_id: str, interrupt_id: str, state_version: str | None
+    ) -> None: ...
+
+
+class Decisions(Protocol):
+    async def decide(
+        self,
+        request_id: str,
+        *,
+        kind: DecisionKind,
+        principal: str,
+        reason: str | None,
+        args: dict[str, Any] | None,
+        args_identity: str | None,
+    ) -> Decision:
+        """Consume a pending request in one transaction: the conditional update, the decision,
+        the audit event and the resume job. Raises ``RequestNotFound`` or ``RequestNotPending``.
+        """
+        ...
+
+
+class ToolLedger(Protocol):
+    async def begin(
+        self, *, run_id: str, call_id: str, tool: str, key: str, args_identity: str
+    ) -> tuple[bool, ToolExecution]:
+        """Claim the single execution of (run, call). ``(True, row)`` when this caller owns
+        it; ``(False, existing)`` when an execution was already recorded."""
+        ...
+
+    async def finish(
+        self,
+        *,
+        run_id: str,
+        call_id: str,
+        status: ExecutionStatus,
+        result: Any = None,
+        error: str | None = None,
+    ) -> ToolExecution: ...
+
+    async def mark_unknown(self, *, run_id: str, call_id: str) -> ToolExecution: ...
+
+
+class Runs(Protocol):
+    async def create(
+        self, *, run_id: str, thread_id: str, graph: str, started_by: str, input: Any
+    ) -> Run: ...
+
+    async def get(self, run_id: str) -> Run | None: ...
+
+    async def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None: ...
+
+
+class ClaimedJob(Protocol):
+    """A resume job held by this worker until it is completed or the worker dies."""
+
+    @property
+    def job(self) -> ResumeJob: ...
+
+    async def complete(self, status: str, error: str | None = None) -> None: ...
+
+
+class ResumeQueue(Protocol):
+    def claim(self) -> AbstractAsyncContextManager[ClaimedJob | None]:
+        """Claim the oldest queued job (skipping those held by others) and hold the per-thread
+        lock of its run until the context exits. A crash releases both."""
+        ...
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait for a new-job notification; ``True`` when one arrived."""
+        ...
+
+
+class ThreadLocks(Protocol):
+    def hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold the per-thread lock: one step of a thread at a time, across processes."""
+        ...
+
+
+class AuditLog(Protocol):
+    async def append(
+        self,
+        kind: str,
+        *,
+        run_id: str | None = None,
+        request_id: str | None = None,
+        call_id: str | None = None,
+        principal: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None: ...
+
+
+class SideEffectLog(Protocol):
+    """Where the example tools write each real invocation (so a double one is visible)."""
+
+    async def record(self, *, run_id: str, call_id: str, tool: str, args: dict[str, Any]) -> None: ...

@@ -1,0 +1,1 @@
+"""Example governed agents that run without an LLM: ``refund`` and ``email``."""

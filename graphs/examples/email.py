@@ -1,0 +1,89 @@
+"""The e-mail agent: drafts a message (allowed) and sends it (needs approval).
+
+Ask it "Email bob@example.com about the quarterly report".
+"""
+
+from __future__ import annotations
+
+import re
+
+from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import Field
+
+from graphs.agent import AgentGraph, build_agent
+from graphs.deps import GraphDeps
+from graphs.examples.demo import current_turn, external_call_latency, result_of
+from graphs.scripted import ScriptedChatModel
+from graphs.tools import GovernedTool, ToolCall, governed_tool
+
+ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
+
+
+def email_script(messages: list[BaseMessage]) -> AIMessage:
+    text, results = current_turn(messages)
+    recipient = re.search(ADDRESS, text)
+    if recipient is None:
+        return AIMessage(content="Whom should I write to? Please give an e-mail address.")
+    topic = re.search(r"\babout (.+?)[.!?]?$", text.strip())
+    subject = (topic.group(1) if topic else "your request").strip()[:120]
+    drafts = [r for r in results if r.name == "draft_email"]
+    sends = [r for r in results if r.name == "send_email"]
+    if not drafts:
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {
+                    "id": "draft-1",
+                    "name": "draft_email",
+                    "args": {"to": recipient.group(0), "subject": subject},
+                }
+            ],
+        )
+    if not sends:
+        draft = result_of(drafts[-1])
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {
+                    "id": "send-1",
+                    "name": "send_email",
+                    "args": {"to": draft["to"], "subject": draft["subject"], "body": draft["body"]},
+                }
+            ],
+        )
+    outcome = result_of(sends[-1])
+    if "error" in outcome:
+        return AIMessage(content=f"The e-mail was not sent: {outcome['error'].get('message')}")
+    return AIMessage(content=f"Sent \"{outcome['subject']}\" to {outcome['to']}.")
+
+
+def build(deps: GraphDeps) -> AgentGraph:
+    @governed_tool()
+    async def draft_email(
+        call: ToolCall,
+        to: str = Field(pattern=ADDRESS, max_length=254),
+        subject: str = Field(min_length=1, max_length=200),
+    ) -> dict[str, str]:
+        """Write a draft e-mail. Nothing leaves the building."""
+        body = f"Hello,\n\nplease find the latest on {subject} attached.\n\nBest regards"
+        return {"to": to, "subject": subject, "body": body}
+
+    @governed_tool(sensitive=True)
+    async def send_email(
+        call: ToolCall,
+        to: str = Field(pattern=ADDRESS, max_length=254),
+        subject: str = Field(min_length=1, max_length=200),
+        body: str = Field(min_length=1, max_length=10_000),
+    ) -> dict[str, str]:
+        """Send an e-mail to an outside address. Cannot be taken back: needs approval."""
+        await deps.effects.record(
+            run_id=call.run_id,
+            call_id=call.call_id,
+            tool="send_email",
+            args={"to": to, "subject": subject, "body": body},
+        )
+        await external_call_latency()
+        return {"message_id": f"<{call.idempotency_key[:16]}@approvals>", "to": to, "subject": subject}
+
+    tools: list[GovernedTool] = [draft_email, send_email]
+    return build_agent(name="email", model=ScriptedChatModel(email_script), tools=tools, deps=deps)

@@ -1,0 +1,99 @@
+"""The refund agent: looks up orders (allowed) and issues refunds (needs approval).
+
+Ask it "Please refund order 1001" or "Refund orders 1001 and 1002"; each refund is its own
+call and its own approval request.
+"""
+
+from __future__ import annotations
+
+import re
+
+from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import Field
+
+from graphs.agent import AgentGraph, build_agent
+from graphs.deps import GraphDeps
+from graphs.examples.demo import current_turn, external_call_latency, result_of
+from graphs.scripted import ScriptedChatModel
+from graphs.tools import GovernedTool, ToolCall, governed_tool
+
+ORDERS: dict[str, dict[str, object]] = {
+    "1001": {"order_id": "1001", "customer": "ada@example.com", "paid": 25.0, "status": "paid"},
+    "1002": {"order_id": "1002", "customer": "alan@example.com", "paid": 120.0, "status": "paid"},
+    "1003": {"order_id": "1003", "customer": "grace@example.com", "paid": 0.0, "status": "unpaid"},
+    "1004": {"order_id": "1004", "customer": "edsger@example.com", "paid": 980.5, "status": "paid"},
+}
+
+
+def refund_script(messages: list[BaseMessage]) -> AIMessage:
+    """Look up every order named, refund every paid one, then report."""
+    text, results = current_turn(messages)
+    order_ids = list(dict.fromkeys(re.findall(r"\b\d{4}\b", text)))
+    if not order_ids:
+        return AIMessage(content="Which order should I refund? Please give its number.")
+    lookups = [r for r in results if r.name == "lookup_order"]
+    refunds = [r for r in results if r.name == "issue_refund"]
+    if not lookups:
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {"id": f"lookup-{o}", "name": "lookup_order", "args": {"order_id": o}}
+                for o in order_ids
+            ],
+        )
+    if not refunds:
+        calls = []
+        for message in lookups:
+            order = result_of(message)
+            if order.get("status") == "paid":
+                calls.append(
+                    {
+                        "id": f"refund-{order['order_id']}",
+                        "name": "issue_refund",
+                        "args": {
+                            "order_id": order["order_id"],
+                            "amount": order["paid"],
+                            "reason": "customer request",
+                        },
+                    }
+                )
+        if calls:
+            return AIMessage(content="", tool_calls=calls)
+        return AIMessage(content="None of those orders can be refunded.")
+    lines = []
+    for message in refunds:
+        outcome = result_of(message)
+        if "error" in outcome:
+            error = outcome["error"]
+            lines.append(f"Refund not issued ({error.get('code')}): {error.get('message')}")
+        else:
+            lines.append(f"Refunded {outcome['amount']:.2f} on order {outcome['order_id']}.")
+    return AIMessage(content=" ".join(lines))
+
+
+def build(deps: GraphDeps) -> AgentGraph:
+    @governed_tool()
+    async def lookup_order(call: ToolCall, order_id: str = Field(pattern=r"^\d{4}$")) -> dict[str, object]:
+        """Look up an order by its four-digit number."""
+        order = ORDERS.get(order_id)
+        return dict(order) if order else {"order_id": order_id, "status": "not_found"}
+
+    @governed_tool(sensitive=True)
+    async def issue_refund(
+        call: ToolCall,
+        order_id: str = Field(pattern=r"^\d{4}$"),
+        amount: float = Field(gt=0, le=10_000),
+        reason: str = Field(default="customer request", max_length=200),
+    ) -> dict[str, object]:
+        """Refund money to the customer of an order. Moves money: needs approval."""
+        await deps.effects.record(
+            run_id=call.run_id,
+            call_id=call.call_id,
+            tool="issue_refund",
+            args={"order_id": order_id, "amount": amount, "reason": reason},
+        )
+        await external_call_latency()
+        return {"refund_id": f"rf_{call.idempotency_key[:12]}", "order_id": order_id, "amount": amount}
+
+    tools: list[GovernedTool] = [lookup_order, issue_refund]
+    return build_agent(name="refund", model=ScriptedChatModel(refund_script), tools=tools, deps=deps)

@@ -1,0 +1,204 @@
+"""The governed tool step: validate, emit ``pre_tool_call``, pause for a human, execute once.
+
+Everything before ``interrupt()`` re-runs when the thread resumes, so it is pure or idempotent:
+the emission is recomputed, the pending record is an upsert keyed by (run, call, identity).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_hooks import AgentContextBuilder, InterceptionBlocked, InterceptionEmitter, Interceptor
+from langchain_core.messages import ToolMessage
+from langgraph.types import interrupt
+from pydantic import ValidationError
+
+from approvals.identity import call_identity, idempotency_key
+from approvals.model import ExecutionStatus
+from approvals.ports import NewRequest
+from graphs.deps import GraphDeps
+from graphs.resolver import StoredDecisionResolver
+from graphs.tools import GovernedTool, ToolCall
+
+
+def _error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage:
+    """A control error the model sees; the loop continues."""
+    return ToolMessage(
+        content=json.dumps({"error": error}, sort_keys=True),
+        tool_call_id=call_id,
+        name=tool,
+        status="error",
+    )
+
+
+def _validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"path": "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()
+    ]
+
+
+class ToolStep:
+    """Runs one tool call of one run under governance."""
+
+    def __init__(
+        self,
+        *,
+        graph_name: str,
+        tools: Sequence[GovernedTool],
+        interceptors: Sequence[Interceptor],
+        deps: GraphDeps,
+    ) -> None:
+        self._graph_name = graph_name
+        self._tools = {t.name: t for t in tools}
+        self._interceptors = list(interceptors)
+        self._deps = deps
+
+    def _emitter(self, resolver: StoredDecisionResolver) -> InterceptionEmitter:
+        emitter = InterceptionEmitter(resolver=resolver)
+        for i, interceptor in enumerate(self._interceptors):
+            emitter.register(interceptor, name=f"{type(interceptor).__name__}#{i}")
+        return emitter
+
+    async def __call__(
+        self, *, call: Mapping[str, Any], run_id: str, thread_id: str, principal: str
+    ) -> ToolMessage:
+        call_id = str(call["id"])
+        name = str(call["name"])
+        tool = self._tools.get(name)
+        if tool is None:
+            return _error(call_id, name, {"code": "unknown_tool", "message": f"no tool {name!r}"})
+        # Validation comes before any human is asked.
+        try:
+            parsed = tool.validate(call.get("args") or {})
+        except ValidationError as exc:
+            return _error(
+                call_id,
+                name,
+                {"code": "invalid_arguments", "errors": _validation_errors(exc)},
+            )
+        args = parsed.model_dump(mode="json")
+        identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
+        resolver = StoredDecisionResolver(
+            self._deps.requests, run_id=run_id, call_id=call_id, identity=identity
+        )
+        builder = AgentContextBuilder(
+            agent_id=self._graph_name, framework="langgraph", session_id=run_id
+        )
+        ctx = builder.pre_tool_call(call_id=call_id, name=name, args=args)
+        try:
+            outcome = await self._emitter(resolver).emit(ctx)
+        except InterceptionBlocked as blocked:
+            if resolver.awaiting_human:
+                await self._pause(tool, resolver, call_id, args, identity, run_id, thread_id, principal)
+            verdict = blocked.result.verdict
+            return _error(
+                call_id,
+                name,
+                {
+                    "code": verdict.reason or "denied",
+                    "message": verdict.message or "the call was not allowed",
+                    **({"decided_by": resolver.decision.principal} if resolver.decision else {}),
+                },
+            )
+        final_args = outcome.target if isinstance(outcome.target, dict) else args
+        if final_args != args:
+            # An approver's edit (or a transform): validate again against the real schema.
+            try:
+                parsed = tool.validate(final_args)
+            except ValidationError as exc:
+                return _error(
+                    call_id, name, {"code": "invalid_arguments", "errors": _validation_errors(exc)}
+                )
+        return await self._execute_once(tool, parsed, run_id, call_id, principal)
+
+    async def _pause(
+        self,
+        tool: GovernedTool,
+        resolver: StoredDecisionResolver,
+        call_id: str,
+        args: dict[str, Any],
+        identity: str,
+        run_id: str,
+        thread_id: str,
+        principal: str,
+    ) -> None:
+        escalation = resolver.escalation
+        request = await self._deps.requests.record_pending(
+            NewRequest(
+                run_id=run_id,
+                thread_id=thread_id,
+                call_id=call_id,
+                tool=tool.name,
+                shown={"tool": tool.name, "description": tool.description, "args": args},
+                args_schema=tool.args_schema(),
+                identity=identity,
+                reason=(escalation.message or escalation.reason) if escalation else None,
+                requested_by=principal,
+                expires_at=datetime.now(UTC) + self._deps.request_ttl,
+            )
+        )
+        payload = {
+            "request_id": request.id,
+            "call_id": call_id,
+            "tool": tool.name,
+            "identity": identity,
+            "expires_at": request.expires_at.isoformat(),
+        }
+        # interrupt() returns only when a resume value was already given to this task. The
+        # server's record is the truth, and it had no decision for this call: pause again.
+        while True:
+            interrupt(payload)
+
+    async def _execute_once(
+        self, tool: GovernedTool, args: Any, run_id: str, call_id: str, principal: str
+    ) -> ToolMessage:
+        ledger = self._deps.ledger
+        key = idempotency_key(run_id=run_id, call_id=call_id)
+        args_json = args.model_dump(mode="json")
+        args_identity = call_identity(run_id=run_id, call_id=call_id, tool=tool.name, args=args_json)
+        owned, row = await ledger.begin(
+            run_id=run_id, call_id=call_id, tool=tool.name, key=key, args_identity=args_identity
+        )
+        if not owned:
+            if row.status is ExecutionStatus.STARTED:
+                # Started before and never finished: the process died mid-call. We cannot
+                # know whether the effect happened, so we never run it again.
+                row = await ledger.mark_unknown(run_id=run_id, call_id=call_id)
+            if row.status is ExecutionStatus.SUCCEEDED:
+                return ToolMessage(
+                    content=json.dumps(row.result, sort_keys=True),
+                    tool_call_id=call_id,
+                    name=tool.name,
+                )
+            if row.status is ExecutionStatus.FAILED:
+                return _error(call_id, tool.name, {"code": "tool_failed", "message": row.error})
+            return _error(
+                call_id,
+                tool.name,
+                {
+                    "code": "outcome_unknown",
+                    "message": "the call started earlier and its outcome was never recorded; "
+                    "it is not retried until an operator reconciles it",
+                },
+            )
+        call = ToolCall(
+            run_id=run_id, call_id=call_id, tool=tool.name, idempotency_key=key, principal=principal
+        )
+        try:
+            result = await tool.fn(args, call)
+            json.dumps(result)
+        except Exception as exc:  # a tool's own failure is reported to the model
+            message = f"{type(exc).__name__}: {exc}"[:500]
+            await ledger.finish(
+                run_id=run_id, call_id=call_id, status=ExecutionStatus.FAILED, error=message
+            )
+            return _error(call_id, tool.name, {"code": "tool_failed", "message": message})
+        await ledger.finish(
+            run_id=run_id, call_id=call_id, status=ExecutionStatus.SUCCEEDED, result=result
+        )
+        return ToolMessage(
+            content=json.dumps(result, sort_keys=True), tool_call_id=call_id, name=tool.name
+        )

@@ -1,0 +1,118 @@
+"""Governed tools: a callable with an argument schema, a sensitivity mark and one execution.
+
+A tool function receives its validated arguments and a ``ToolCall`` that says which run and call
+it serves and carries the idempotency key to pass to the external system, when it takes one.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from langchain_core.tools import BaseTool
+from pydantic import BaseModel, ConfigDict, create_model
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """What a tool knows about the call it executes."""
+
+    run_id: str
+    call_id: str
+    tool: str
+    idempotency_key: str
+    principal: str
+
+
+ToolFn = Callable[[BaseModel, ToolCall], Awaitable[Any]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GovernedTool:
+    """A tool the governed loop may call. ``sensitive`` tools pause for a human decision."""
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    fn: ToolFn
+    sensitive: bool = False
+
+    def args_schema(self) -> dict[str, Any]:
+        """The JSON schema approvers' edits are validated against."""
+        return self.args_model.model_json_schema()
+
+    def validate(self, args: Any) -> BaseModel:
+        """Parse arguments; raises ``pydantic.ValidationError``."""
+        return self.args_model.model_validate(args)
+
+    def spec(self) -> dict[str, Any]:
+        """An OpenAI-style function description, for binding to a chat model."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.args_schema(),
+            },
+        }
+
+
+def governed_tool(
+    *, name: str | None = None, sensitive: bool = False
+) -> Callable[[Callable[..., Awaitable[Any]]], GovernedTool]:
+    """Declare a tool from an async function ``fn(call: ToolCall, **args)``; the argument
+    schema comes from the type hints of the keyword arguments, the description from the
+    docstring."""
+
+    def wrap(fn: Callable[..., Awaitable[Any]]) -> GovernedTool:
+        hints = get_type_hints(fn)
+        params = list(inspect.signature(fn).parameters.values())
+        if not params or hints.get(params[0].name) is not ToolCall:
+            raise TypeError(f"{fn.__name__}: the first parameter must be `call: ToolCall`")
+        fields: dict[str, Any] = {}
+        for p in params[1:]:
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            fields[p.name] = (hints.get(p.name, Any), default)
+        tool_name = name or fn.__name__
+        model = create_model(
+            f"{tool_name}_args",
+            __config__=ConfigDict(extra="forbid"),
+            **fields,
+        )
+
+        async def call_fn(args: BaseModel, call: ToolCall) -> Any:
+            return await fn(call, **dict(args))
+
+        return GovernedTool(
+            name=tool_name,
+            description=inspect.getdoc(fn) or tool_name,
+            args_model=model,
+            fn=call_fn,
+            sensitive=sensitive,
+        )
+
+    return wrap
+
+
+def from_langchain(tool: BaseTool, *, sensitive: bool = False) -> GovernedTool:
+    """Govern an existing LangChain tool. Its ``args_schema`` must be a pydantic model; the
+    idempotency key reaches it as ``config["metadata"]["idempotency_key"]``."""
+    schema = tool.args_schema
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        raise TypeError(f"tool {tool.name!r} has no pydantic args_schema")
+
+    async def call_fn(args: BaseModel, call: ToolCall) -> Any:
+        return await tool.ainvoke(
+            args.model_dump(mode="json"),
+            config={"metadata": {"idempotency_key": call.idempotency_key, "run_id": call.run_id}},
+        )
+
+    return GovernedTool(
+        name=tool.name,
+        description=tool.description,
+        args_model=schema,
+        fn=call_fn,
+        sensitive=sensitive,
+    )

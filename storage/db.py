@@ -1,0 +1,88 @@
+"""The connection pool and the one place where psycopg errors become engine errors."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, LiteralString, cast
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from approvals.errors import DatabaseUnavailable
+from storage.queries import QUERIES
+
+Row = dict[str, Any]
+Connection = psycopg.AsyncConnection[DictRow]
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Turn connection-level psycopg failures into ``DatabaseUnavailable``."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(str(exc).strip().splitlines()[0] if str(exc) else "") from exc
+    except psycopg.errors.InvalidCatalogName as exc:  # pragma: no cover - misconfiguration
+        raise DatabaseUnavailable(str(exc)) from exc
+
+
+def json(value: Any) -> Jsonb:
+    """Wrap a value for a jsonb parameter."""
+    return Jsonb(value)
+
+
+def sql(name: str) -> LiteralString:
+    """A named statement from ``queries.sql``."""
+    return cast(LiteralString, QUERIES[name])
+
+
+def open_pool(url: str, *, min_size: int = 1, max_size: int = 20) -> AsyncConnectionPool[Connection]:
+    """A pool configured the way LangGraph's saver needs: autocommit, no prepared statements,
+    dict rows. The caller opens it (``await pool.open(wait=True)``) and closes it."""
+    return AsyncConnectionPool(
+        url,
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
+        connection_class=psycopg.AsyncConnection[DictRow],
+        open=False,
+        name="approvals",
+    )
+
+
+class Database:
+    """Runs named statements on the pool."""
+
+    def __init__(self, pool: AsyncConnectionPool[Connection]) -> None:
+        self.pool = pool
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        with translated_errors():
+            async with self.pool.connection() as conn, conn.transaction():
+                yield conn
+
+    async def one(self, name: str, params: dict[str, Any], conn: Connection | None = None) -> Row | None:
+        with translated_errors():
+            if conn is not None:
+                return await (await conn.execute(sql(name), params)).fetchone()
+            async with self.pool.connection() as c:
+                return await (await c.execute(sql(name), params)).fetchone()
+
+    async def all(self, name: str, params: dict[str, Any], conn: Connection | None = None) -> list[Row]:
+        with translated_errors():
+            if conn is not None:
+                return await (await conn.execute(sql(name), params)).fetchall()
+            async with self.pool.connection() as c:
+                return await (await c.execute(sql(name), params)).fetchall()
+
+    async def run(self, name: str, params: dict[str, Any], conn: Connection | None = None) -> None:
+        with translated_errors():
+            if conn is not None:
+                await conn.execute(sql(name), params)
+                return
+            async with self.pool.connection() as c:
+                await c.execute(sql(name), params)

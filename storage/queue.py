@@ -1,0 +1,100 @@
+"""The resume queue and the per-thread lock.
+
+A claimed job is held by an open transaction: the row lock (``FOR UPDATE SKIP LOCKED``) and the
+thread's advisory lock live exactly as long as the worker's connection. A worker that dies loses
+its connection, PostgreSQL rolls the transaction back, and the job is claimable again: no
+heartbeats, no leases to tune.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+from psycopg.rows import dict_row
+
+from approvals.model import JobStatus, ResumeJob
+from storage.audit import PgAuditLog
+from storage.db import Connection, Database, translated_errors
+
+CHANNEL = "approvals_resume"
+
+
+class PgClaimedJob:
+    def __init__(self, db: Database, audit: PgAuditLog, conn: Connection, job: ResumeJob) -> None:
+        self._db = db
+        self._audit = audit
+        self._conn = conn
+        self._job = job
+        self.completed = False
+
+    @property
+    def job(self) -> ResumeJob:
+        return self._job
+
+    async def complete(self, status: str, error: str | None = None) -> None:
+        status = JobStatus(status).value
+        await self._db.run("finish_job", {"id": self._job.id, "status": status, "error": error}, self._conn)
+        await self._audit.append(
+            f"resume.{status}",
+            run_id=self._job.run_id,
+            request_id=self._job.request_id,
+            data={"job": self._job.id, "error": error},
+            conn=self._conn,
+        )
+        self.completed = True
+
+
+class PgResumeQueue:
+    def __init__(self, db: Database, audit: PgAuditLog, url: str) -> None:
+        self._db = db
+        self._audit = audit
+        self._url = url
+        self._listener: psycopg.AsyncConnection[dict[str, object]] | None = None
+
+    @asynccontextmanager
+    async def claim(self) -> AsyncIterator[PgClaimedJob | None]:
+        async with self._db.transaction() as conn:
+            row = await self._db.one("claim_job", {}, conn)
+            if row is None:
+                yield None
+                return
+            job = ResumeJob.from_row(row)
+            # Serialise every step of one thread, across workers and processes.
+            await self._db.run("thread_lock", {"thread_id": job.thread_id}, conn)
+            yield PgClaimedJob(self._db, self._audit, conn, job)
+
+    async def queued(self) -> int:
+        row = await self._db.one("queued_jobs", {})
+        return int(row["n"]) if row else 0
+
+    async def wait(self, timeout: float) -> bool:
+        with translated_errors():
+            if self._listener is None or self._listener.closed:
+                self._listener = await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, row_factory=dict_row
+                )
+                await self._listener.execute(f"LISTEN {CHANNEL}")
+            got = False
+            async for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+                got = True
+            return got
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
+
+
+class PgThreadLocks:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    @asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[None]:
+        async with self._db.transaction() as conn:
+            await self._db.run("thread_lock", {"thread_id": thread_id}, conn)
+            yield
+
+

@@ -1,0 +1,101 @@
+"""The composition root: one pool, the repositories, the saver, the registry, runner, worker."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from approvals.decisions import decide
+from approvals.model import Decision, Verdict
+from graphs.deps import GraphDeps
+from graphs.registry import GraphRegistry
+from graphs.runner import Runner
+from graphs.worker import Worker
+from storage.audit import PgAuditLog
+from storage.db import Database, open_pool, translated_errors
+from storage.queue import PgResumeQueue, PgThreadLocks
+from storage.requests import PgApprovalRequests, PgDecisions
+from storage.runs import PgRuns, PgSideEffects, PgToolLedger
+from web.settings import Settings
+
+
+@dataclass
+class Engine:
+    """Everything a CLI command, the web app or a test needs, wired once."""
+
+    url: str
+    settings: Settings
+    db: Database
+    audit: PgAuditLog
+    requests: PgApprovalRequests
+    decisions: PgDecisions
+    runs: PgRuns
+    ledger: PgToolLedger
+    effects: PgSideEffects
+    queue: PgResumeQueue
+    registry: GraphRegistry
+    runner: Runner
+    worker: Worker
+
+    async def decide(
+        self,
+        request_id: str,
+        verdict: Verdict | str,
+        *,
+        principal: str,
+        reason: str | None = None,
+        args: dict[str, Any] | None = None,
+    ) -> Decision:
+        """Decide a pending call as an already-authenticated ``principal``."""
+        return await decide(
+            self.requests, self.decisions, request_id, verdict, principal=principal, reason=reason, args=args
+        )
+
+
+@asynccontextmanager
+async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterator[Engine]:
+    settings = settings or Settings(database_url=url)
+    pool = open_pool(url, max_size=settings.pool_max_size)
+    with translated_errors():
+        await pool.open(wait=True, timeout=15)
+    try:
+        db = Database(pool)
+        audit = PgAuditLog(db)
+        requests = PgApprovalRequests(db, audit)
+        runs = PgRuns(db, audit)
+        ledger = PgToolLedger(db, audit)
+        effects = PgSideEffects(db)
+        queue = PgResumeQueue(db, audit, url)
+        deps = GraphDeps(
+            checkpointer=AsyncPostgresSaver(pool),  # type: ignore[arg-type]
+            requests=requests,
+            ledger=ledger,
+            effects=effects,
+            request_ttl=timedelta(seconds=settings.request_ttl_seconds),
+        )
+        registry = GraphRegistry(deps, settings.graph_entries())
+        runner = Runner(registry=registry, runs=runs, requests=requests, locks=PgThreadLocks(db))
+        worker = Worker(runner=runner, queue=queue, concurrency=settings.worker_concurrency)
+        yield Engine(
+            url=url,
+            settings=settings,
+            db=db,
+            audit=audit,
+            requests=requests,
+            decisions=PgDecisions(db, audit),
+            runs=runs,
+            ledger=ledger,
+            effects=effects,
+            queue=queue,
+            registry=registry,
+            runner=runner,
+            worker=worker,
+        )
+        await queue.close()
+    finally:
+        await pool.close()

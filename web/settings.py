@@ -1,0 +1,54 @@
+"""Settings from the environment (``APPROVALS_*``) and an optional ``approvals.toml``."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from approvals.errors import ConfigurationError
+
+
+class Settings(BaseSettings):
+    """Engine settings. ``database_url`` unset means: start the embedded PostgreSQL."""
+
+    model_config = SettingsConfigDict(env_prefix="APPROVALS_", extra="ignore")
+
+    database_url: str | None = None
+    data_dir: Path = Path(".approvals")
+    config_file: Path = Path("approvals.toml")
+    request_ttl_seconds: int = Field(default=24 * 3600, gt=0)
+    worker_concurrency: int = Field(default=4, ge=1, le=64)
+    pool_max_size: int = Field(default=20, ge=2, le=500)
+    graphs: dict[str, str] = Field(default_factory=dict)
+
+    def graph_entries(self) -> dict[str, str]:
+        """Registry entries: ``[graphs]`` of the config file, then ``APPROVALS_GRAPHS``."""
+        entries: dict[str, str] = {}
+        if self.config_file.is_file():
+            try:
+                doc: dict[str, Any] = tomllib.loads(self.config_file.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, OSError) as exc:
+                raise ConfigurationError(f"{self.config_file}: {exc}") from exc
+            table = doc.get("graphs", {})
+            if not isinstance(table, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in table.items()
+            ):
+                raise ConfigurationError(
+                    f'{self.config_file}: [graphs] entries must be name = "module:attr"'
+                )
+            entries.update(table)
+        entries.update(self.graphs)
+        return entries
+
+
+def load_settings() -> Settings:
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigurationError(f"APPROVALS_{field.upper()}: {first['msg']}") from None
