@@ -1,0 +1,331 @@
+"""The ``approvals`` command line: a composition root like the web app.
+
+JSON goes to stdout where a command promises it; errors are one line on stderr. Exit codes:
+0 success, 1 failure (database unreachable, run failed), 2 invalid input, 3 request no longer
+pending, 4 not found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+
+from approvals.errors import (
+    ApprovalsError,
+    EditedArgumentsInvalid,
+    GraphNotFound,
+    InvalidDecision,
+    InvalidRequestId,
+    InvalidRunInput,
+    RequestNotFound,
+    RequestNotPending,
+    RunNotFound,
+)
+from approvals.model import RequestStatus, RunStatus
+from storage.migrate import upgrade
+from web.engine import Engine, open_engine
+from web.settings import Settings, load_settings
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="approvals: durable human approval for AI agents' sensitive tool calls.",
+)
+db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
+runs_app = typer.Typer(no_args_is_help=True, help="Start and inspect runs.")
+pending_app = typer.Typer(no_args_is_help=True, help="Calls waiting for a decision.")
+app.add_typer(db_app, name="db")
+app.add_typer(runs_app, name="runs")
+app.add_typer(pending_app, name="pending")
+
+EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
+
+
+def _exit_code(exc: ApprovalsError) -> int:
+    if isinstance(exc, RequestNotPending):
+        return EXIT_NOT_PENDING
+    if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, InvalidRequestId | InvalidDecision | EditedArgumentsInvalid | InvalidRunInput):
+        return EXIT_INVALID
+    return EXIT_FAILURE
+
+
+def fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def parse_json(option: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        fail(f"{option} is not valid JSON: {exc}", EXIT_INVALID)
+
+
+def database_url(settings: Settings) -> tuple[str, bool]:
+    """The configured server, or the embedded one (started on demand). ``(url, embedded)``."""
+    if settings.database_url:
+        return settings.database_url, False
+    from storage.embedded import start_embedded
+
+    return start_embedded(settings.data_dir / "pg"), True
+
+
+def run_async(fn: Callable[[Engine], Awaitable[T]], *, migrate: bool = False) -> T:
+    """Open the engine for one command and map engine errors to exit codes."""
+
+    async def main() -> T:
+        settings = load_settings()
+        url, embedded = database_url(settings)
+        if migrate or embedded:
+            await upgrade(url)
+        async with open_engine(url, settings) as engine:
+            return await fn(engine)
+
+    try:
+        return asyncio.run(main())
+    except ApprovalsError as exc:
+        fail(str(exc), _exit_code(exc))
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply the engine's migrations and LangGraph's checkpoint tables (idempotent)."""
+
+    async def main() -> None:
+        settings = load_settings()
+        url, _ = database_url(settings)
+        await upgrade(url)
+
+    try:
+        asyncio.run(main())
+    except ApprovalsError as exc:
+        fail(str(exc), _exit_code(exc))
+    typer.echo("database is up to date")
+
+
+def default_principal() -> str:
+    return f"cli:{getpass.getuser()}"
+
+
+@runs_app.command("start")
+def runs_start(
+    graph: Annotated[str, typer.Argument(help="Registered graph name, e.g. refund or email.")],
+    input: Annotated[str, typer.Option("--input", help='Run input, e.g. {"message": "..."}.')],
+    thread_id: Annotated[str | None, typer.Option("--thread-id", help="Thread to run on.")] = None,
+    principal: Annotated[
+        str | None, typer.Option("--as", help="Who starts the run (default cli:$USER).")
+    ] = None,
+) -> None:
+    """Start a run; prints {run_id, status, pending} when it finishes or pauses."""
+    payload = parse_json("--input", input)
+
+    async def main(engine: Engine) -> dict[str, Any]:
+        outcome = await engine.runner.start(
+            graph, payload, principal=principal or default_principal(), thread_id=thread_id
+        )
+        return outcome.to_json()
+
+    result = run_async(main)
+    emit_json(result)
+    if result["status"] == RunStatus.FAILED:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+async def run_report(engine: Engine, run_id: str) -> dict[str, Any]:
+    import uuid
+
+    try:
+        uuid.UUID(run_id)
+    except ValueError:
+        raise RunNotFound(run_id) from None
+    run = await engine.runs.get(run_id)
+    if run is None:
+        raise RunNotFound(run_id)
+    requests = await engine.requests.for_run(run_id)
+    executions = await engine.ledger.for_run(run_id)
+    return {
+        "run_id": run.id,
+        "thread_id": run.thread_id,
+        "graph": run.graph,
+        "status": run.status.value,
+        "started_by": run.started_by,
+        "error": run.error,
+        "pending": [r.id for r in requests if r.status is RequestStatus.PENDING],
+        "requests": [
+            {"id": r.id, "call_id": r.call_id, "tool": r.tool, "status": r.status.value}
+            for r in requests
+        ],
+        "tool_executions": [e.to_json() for e in executions],
+    }
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: str,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show a run: its status, pending requests and tool executions."""
+    report = run_async(lambda engine: run_report(engine, run_id))
+    if as_json:
+        emit_json(report)
+        return
+    typer.echo(f"run {report['run_id']} ({report['graph']}): {report['status']}")
+    for r in report["requests"]:
+        typer.echo(f"  request {r['id']}  {r['tool']}  {r['call_id']}  {r['status']}")
+    for e in report["tool_executions"]:
+        typer.echo(f"  tool    {e['tool']}  {e['call_id']}  {e['status']}")
+
+
+@pending_app.command("list")
+def pending_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    include_all: Annotated[bool, typer.Option("--all", help="Include decided requests.")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=1000)] = 200,
+) -> None:
+    """List approval requests waiting for a decision (newest first)."""
+
+    async def main(engine: Engine) -> list[dict[str, Any]]:
+        status = None if include_all else RequestStatus.PENDING
+        return [r.to_json() for r in await engine.requests.list(status, limit)]
+
+    items = run_async(main)
+    if as_json:
+        emit_json(items)
+        return
+    if not items:
+        typer.echo("nothing is waiting for a decision")
+    for r in items:
+        typer.echo(f"{r['id']}  {r['tool']}  {json.dumps(r['shown'].get('args'))}  {r['status']}")
+
+
+@app.command("decide")
+def decide_command(
+    request_id: str,
+    verdict: Annotated[str, typer.Argument(help="approve or reject", metavar="approve|reject")],
+    principal: Annotated[str, typer.Option("--as", help="Who decides (required).")],
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (required to reject).")] = None,
+    args: Annotated[
+        str | None, typer.Option("--args", help="Edited arguments (JSON object) to approve instead.")
+    ] = None,
+) -> None:
+    """Approve or reject a pending call. Exit 3: no longer pending; 4: no such request."""
+    edited = parse_json("--args", args) if args is not None else None
+
+    async def main(engine: Engine) -> dict[str, Any]:
+        decision = await engine.decide(
+            request_id, verdict, principal=principal, reason=reason, args=edited
+        )
+        return decision.to_json()
+
+    emit_json(run_async(main))
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+@app.command("worker")
+def worker_command(
+    drain: Annotated[bool, typer.Option("--drain", help="Resume what is queued, then exit.")] = False,
+    concurrency: Annotated[int | None, typer.Option(min=1, max=64)] = None,
+) -> None:
+    """Resume runs whose calls were decided. Runs until SIGTERM/SIGINT unless --drain."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def main(engine: Engine) -> int:
+        worker = engine.worker
+        if concurrency is not None:
+            worker = type(worker)(runner=engine.runner, queue=engine.queue, concurrency=concurrency)
+        if drain:
+            return await worker.drain()
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        await worker.run(stop)
+        return 0
+
+    done = run_async(main)
+    if drain:
+        typer.echo(json.dumps({"resumed": done}))
+
+
+@app.command("demo")
+def demo_command(
+    message: Annotated[str, typer.Option(help="What to ask the refund agent.")] = (
+        "Please refund order 1001"
+    ),
+) -> None:
+    """Start a refund run that pauses for approval, then resume it when you decide."""
+    logging.basicConfig(level=logging.WARNING)
+
+    async def main(engine: Engine) -> dict[str, Any]:
+        outcome = await engine.runner.start(
+            "refund", {"message": message}, principal="demo:agent-user"
+        )
+        typer.echo(f"Started run {outcome.run_id} of the refund agent: {message!r}")
+        if not outcome.pending:
+            return outcome.to_json()
+        for request_id in outcome.pending:
+            request = await engine.requests.get(request_id)
+            assert request is not None
+            typer.echo(
+                f"\nPaused: {request.tool} {json.dumps(request.shown.get('args'))} waits for a"
+                f" decision (request {request_id})."
+            )
+        first = outcome.pending[0]
+        typer.echo(
+            "\nDecide it from another terminal:\n"
+            f"  .venv/bin/approvals decide {first} approve --as demo:approver\n"
+            f"  .venv/bin/approvals decide {first} reject --reason 'not eligible' --as demo:approver\n"
+            f'  .venv/bin/approvals decide {first} approve --args \'{{"order_id": "1001", '
+            f'"amount": 10.0, "reason": "partial"}}\' --as demo:approver\n'
+            "\nA worker is running here and resumes the run as soon as you decide (Ctrl-C stops)."
+        )
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        worker_task = asyncio.create_task(engine.worker.run(stop))
+        try:
+            while not stop.is_set():
+                run = await engine.runs.get(outcome.run_id)
+                if run is not None and run.status in (RunStatus.COMPLETED, RunStatus.FAILED):
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=0.5)
+        finally:
+            stop.set()
+            await worker_task
+        return await run_report(engine, outcome.run_id)
+
+    report = run_async(main, migrate=True)
+    typer.echo(f"\nRun {report['run_id']} is {report['status']}.")
+    for e in report["tool_executions"]:
+        typer.echo(f"  {e['tool']} ({e['call_id']}): {e['status']}")
+
+
+def main() -> None:
+    """Entry point of the ``approvals`` script."""
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        sys.exit(130)
+
+
