@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from alembic import context
 from sqlalchemy import create_engine, pool
+
+from alembic import context
 
 url = context.config.attributes.get("url") or context.config.get_main_option("sqlalchemy.url")
 if not url:

@@ -12,7 +12,12 @@ from typing import Any
 
 import jsonschema
 
-from approvals.errors import EditedArgumentsInvalid, InvalidDecision, InvalidRequestId, RequestNotFound
+from approvals.errors import (
+    EditedArgumentsInvalid,
+    InvalidDecision,
+    InvalidRequestId,
+    RequestNotFound,
+)
 from approvals.identity import call_identity
 from approvals.model import Decision, DecisionKind, Verdict
 from approvals.ports import ApprovalRequests, Decisions
@@ -62,7 +67,9 @@ async def decide(
     try:
         verdict = Verdict(verdict)
     except ValueError:
-        raise InvalidDecision(canonical, f"decision must be approve or reject, not {verdict!r}") from None
+        raise InvalidDecision(
+            canonical, f"decision must be approve or reject, not {verdict!r}"
+        ) from None
     if not principal or not principal.strip():
         raise InvalidDecision(canonical, "a decision needs an authenticated principal")
     if reason is not None and len(reason) > MAX_REASON_LENGTH:

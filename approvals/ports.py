@@ -105,7 +105,9 @@ class Runs(Protocol):
 
     async def get(self, run_id: str) -> Run | None: ...
 
-    async def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None: ...
+    async def set_status(
+        self, run_id: str, status: RunStatus, error: str | None = None
+    ) -> None: ...
 
 
 class ClaimedJob(Protocol):
@@ -123,7 +125,7 @@ class ResumeQueue(Protocol):
         lock of its run until the context exits. A crash releases both."""
         ...
 
-    async def wait(self, timeout: float) -> bool:
+    async def wait(self, seconds: float) -> bool:
         """Wait for a new-job notification; ``True`` when one arrived."""
         ...
 
@@ -150,4 +152,6 @@ class AuditLog(Protocol):
 class SideEffectLog(Protocol):
     """Where the example tools write each real invocation (so a double one is visible)."""
 
-    async def record(self, *, run_id: str, call_id: str, tool: str, args: dict[str, Any]) -> None: ...
+    async def record(
+        self, *, run_id: str, call_id: str, tool: str, args: dict[str, Any]
+    ) -> None: ...

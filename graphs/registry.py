@@ -45,7 +45,9 @@ class GraphRegistry:
             raise GraphLoadError(name, target, str(exc)) from exc
         graph = factory(self._deps)
         if not isinstance(graph, Pregel):
-            raise GraphLoadError(name, target, f"built {type(graph).__name__}, not a compiled graph")
+            raise GraphLoadError(
+                name, target, f"built {type(graph).__name__}, not a compiled graph"
+            )
         if graph.checkpointer is not self._deps.checkpointer:
             raise GraphLoadError(name, target, "the graph must be compiled with deps.checkpointer")
         self._built[name] = graph

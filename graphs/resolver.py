@@ -25,7 +25,9 @@ from approvals.ports import ApprovalRequests
 class StoredDecisionResolver:
     """Answers the emitter's approval seam from the decision stored for one call."""
 
-    def __init__(self, requests: ApprovalRequests, *, run_id: str, call_id: str, identity: str) -> None:
+    def __init__(
+        self, requests: ApprovalRequests, *, run_id: str, call_id: str, identity: str
+    ) -> None:
         self._requests = requests
         self._run_id = run_id
         self._call_id = call_id
@@ -54,7 +56,9 @@ class StoredDecisionResolver:
             return ApprovalResolution(
                 outcome=ApprovalOutcome.REJECT,
                 context_identity=echo,
-                verdict=Verdict.deny(reason="approval_expired", message="the approval request expired"),
+                verdict=Verdict.deny(
+                    reason="approval_expired", message="the approval request expired"
+                ),
             )
         decision = await self._requests.decision_for(stored.id)
         if decision is None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
@@ -87,7 +88,11 @@ class Runner:
         await self._runs.create(
             run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=input
         )
-        payload = {"messages": [HumanMessage(content=message)], "run_id": run_id, "started_by": principal}
+        payload = {
+            "messages": [HumanMessage(content=message)],
+            "run_id": run_id,
+            "started_by": principal,
+        }
         async with self._locks.hold(thread_id):
             return await self._invoke(graph, payload, run_id, thread_id)
 
@@ -101,7 +106,7 @@ class Runner:
         if run is None:
             raise RunNotFound(job.run_id)
         graph = self._registry.get(run.graph)
-        config = {"configurable": {"thread_id": job.thread_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
         state = await graph.aget_state(config)
         interrupt_id = next(
             (
@@ -119,26 +124,33 @@ class Runner:
             return None
         await self._runs.set_status(run.id, RunStatus.RUNNING)
         ref = {"request_id": job.request_id, "decision_id": job.decision_id}
-        outcome = await self._invoke(graph, Command(resume={interrupt_id: ref}), run.id, job.thread_id)
+        outcome = await self._invoke(
+            graph, Command(resume={interrupt_id: ref}), run.id, job.thread_id
+        )
         await claimed.complete(
-            JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE, outcome.error
+            JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
+            outcome.error,
         )
         return outcome
 
     async def _invoke(
         self, graph: Pregel[Any, Any, Any, Any], payload: Any, run_id: str, thread_id: str
     ) -> RunOutcome:
-        config = {"configurable": {"thread_id": thread_id}}
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         try:
             await graph.ainvoke(payload, config)
         except Exception as exc:  # a host failure stops the run, visibly
             log.exception("run %s failed", run_id)
             error = f"{type(exc).__name__}: {exc}"[:1000]
             await self._runs.set_status(run_id, RunStatus.FAILED, error)
-            return RunOutcome(run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=error)
+            return RunOutcome(
+                run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=error
+            )
         return await self.settle(graph, run_id, thread_id)
 
-    async def settle(self, graph: Pregel[Any, Any, Any, Any], run_id: str, thread_id: str) -> RunOutcome:
+    async def settle(
+        self, graph: Pregel[Any, Any, Any, Any], run_id: str, thread_id: str
+    ) -> RunOutcome:
         """Read the checkpoint back: bind interrupts to their requests, record the status."""
         state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
         version = state.config.get("configurable", {}).get("checkpoint_id")

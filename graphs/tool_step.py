@@ -9,9 +9,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from agent_hooks import AgentContextBuilder, InterceptionBlocked, InterceptionEmitter, Interceptor
+from agent_hooks import (
+    AgentContextBuilder,
+    ApprovalResolver,
+    InterceptionBlocked,
+    InterceptionEmitter,
+    Interceptor,
+)
 from langchain_core.messages import ToolMessage
 from langgraph.types import interrupt
 from pydantic import ValidationError
@@ -35,9 +41,7 @@ def _error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage:
 
 
 def _validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [
-        {"path": "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()
-    ]
+    return [{"path": "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
 
 
 class ToolStep:
@@ -57,7 +61,8 @@ class ToolStep:
         self._deps = deps
 
     def _emitter(self, resolver: StoredDecisionResolver) -> InterceptionEmitter:
-        emitter = InterceptionEmitter(resolver=resolver)
+        # The SDK types resolvers as sync; it awaits an awaitable result (and bounds it).
+        emitter = InterceptionEmitter(resolver=cast(ApprovalResolver, resolver))
         for i, interceptor in enumerate(self._interceptors):
             emitter.register(interceptor, name=f"{type(interceptor).__name__}#{i}")
         return emitter
@@ -92,7 +97,9 @@ class ToolStep:
             outcome = await self._emitter(resolver).emit(ctx)
         except InterceptionBlocked as blocked:
             if resolver.awaiting_human:
-                await self._pause(tool, resolver, call_id, args, identity, run_id, thread_id, principal)
+                await self._pause(
+                    tool, resolver, call_id, args, identity, run_id, thread_id, principal
+                )
             verdict = blocked.result.verdict
             return _error(
                 call_id,
@@ -158,7 +165,9 @@ class ToolStep:
         ledger = self._deps.ledger
         key = idempotency_key(run_id=run_id, call_id=call_id)
         args_json = args.model_dump(mode="json")
-        args_identity = call_identity(run_id=run_id, call_id=call_id, tool=tool.name, args=args_json)
+        args_identity = call_identity(
+            run_id=run_id, call_id=call_id, tool=tool.name, args=args_json
+        )
         owned, row = await ledger.begin(
             run_id=run_id, call_id=call_id, tool=tool.name, key=key, args_identity=args_identity
         )

@@ -19,7 +19,12 @@ log = logging.getLogger("approvals.worker")
 
 class Worker:
     def __init__(
-        self, *, runner: Runner, queue: ResumeQueue, concurrency: int = 4, poll_interval: float = 1.0
+        self,
+        *,
+        runner: Runner,
+        queue: ResumeQueue,
+        concurrency: int = 4,
+        poll_interval: float = 1.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")

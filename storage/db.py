@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, LiteralString, cast
+from typing import Any
 
 import psycopg
 from psycopg.rows import DictRow, dict_row
@@ -34,12 +34,14 @@ def json(value: Any) -> Jsonb:
     return Jsonb(value)
 
 
-def sql(name: str) -> LiteralString:
+def sql(name: str) -> str:
     """A named statement from ``queries.sql``."""
-    return cast(LiteralString, QUERIES[name])
+    return QUERIES[name]
 
 
-def open_pool(url: str, *, min_size: int = 1, max_size: int = 20) -> AsyncConnectionPool[Connection]:
+def open_pool(
+    url: str, *, min_size: int = 1, max_size: int = 20
+) -> AsyncConnectionPool[Connection]:
     """A pool configured the way LangGraph's saver needs: autocommit, no prepared statements,
     dict rows. The caller opens it (``await pool.open(wait=True)``) and closes it."""
     return AsyncConnectionPool(
@@ -65,14 +67,18 @@ class Database:
             async with self.pool.connection() as conn, conn.transaction():
                 yield conn
 
-    async def one(self, name: str, params: dict[str, Any], conn: Connection | None = None) -> Row | None:
+    async def one(
+        self, name: str, params: dict[str, Any], conn: Connection | None = None
+    ) -> Row | None:
         with translated_errors():
             if conn is not None:
                 return await (await conn.execute(sql(name), params)).fetchone()
             async with self.pool.connection() as c:
                 return await (await c.execute(sql(name), params)).fetchone()
 
-    async def all(self, name: str, params: dict[str, Any], conn: Connection | None = None) -> list[Row]:
+    async def all(
+        self, name: str, params: dict[str, Any], conn: Connection | None = None
+    ) -> list[Row]:
         with translated_errors():
             if conn is not None:
                 return await (await conn.execute(sql(name), params)).fetchall()

@@ -6,11 +6,11 @@ import asyncio
 from pathlib import Path
 
 import psycopg
-from alembic import command
 from alembic.config import Config
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 
+from alembic import command
 from storage.db import translated_errors
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -35,7 +35,9 @@ class PgClaimedJob:
 
     async def complete(self, status: str, error: str | None = None) -> None:
         status = JobStatus(status).value
-        await self._db.run("finish_job", {"id": self._job.id, "status": status, "error": error}, self._conn)
+        await self._db.run(
+            "finish_job", {"id": self._job.id, "status": status, "error": error}, self._conn
+        )
         await self._audit.append(
             f"resume.{status}",
             run_id=self._job.run_id,
@@ -69,7 +71,7 @@ class PgResumeQueue:
         row = await self._db.one("queued_jobs", {})
         return int(row["n"]) if row else 0
 
-    async def wait(self, timeout: float) -> bool:
+    async def wait(self, seconds: float) -> bool:
         with translated_errors():
             if self._listener is None or self._listener.closed:
                 self._listener = await psycopg.AsyncConnection.connect(
@@ -77,7 +79,7 @@ class PgResumeQueue:
                 )
                 await self._listener.execute(f"LISTEN {CHANNEL}")
             got = False
-            async for _ in self._listener.notifies(timeout=timeout, stop_after=1):
+            async for _ in self._listener.notifies(timeout=seconds, stop_after=1):
                 got = True
             return got
 
@@ -96,5 +98,3 @@ class PgThreadLocks:
         async with self._db.transaction() as conn:
             await self._db.run("thread_lock", {"thread_id": thread_id}, conn)
             yield
-
-

@@ -32,11 +32,11 @@ class PgApprovalRequests:
                 {"run_id": new.run_id, "call_id": new.call_id, "identity": new.identity},
                 conn,
             )
-            for row in superseded:
+            for old in superseded:
                 await self._audit.append(
                     "request.superseded",
                     run_id=new.run_id,
-                    request_id=str(row["id"]),
+                    request_id=str(old["id"]),
                     call_id=new.call_id,
                     data={"by_identity": new.identity},
                     conn=conn,
@@ -81,7 +81,9 @@ class PgApprovalRequests:
         row = await self._db.one("get_request", {"id": request_id})
         return ApprovalRequest.from_row(row) if row else None
 
-    async def list(self, status: RequestStatus | None = None, limit: int = 200) -> list[ApprovalRequest]:
+    async def search(
+        self, status: RequestStatus | None = None, limit: int = 200
+    ) -> list[ApprovalRequest]:
         rows = await self._db.all(
             "list_requests", {"status": status.value if status else None, "limit": limit}
         )
@@ -131,7 +133,11 @@ class PgDecisions:
                 state = await self._db.one("request_status", {"id": request_id}, conn)
                 if state is None:
                     raise RequestNotFound(request_id)
-                status = "expired" if state["status"] == "pending" and state["expired"] else state["status"]
+                status = (
+                    "expired"
+                    if state["status"] == "pending" and state["expired"]
+                    else state["status"]
+                )
                 raise RequestNotPending(request_id, status)
             decision = await self._db.one(
                 "insert_decision",

@@ -97,10 +97,16 @@ class PgToolLedger:
                 conn,
             )
             if row is None:
-                row = await self._db.one("get_execution", {"run_id": run_id, "call_id": call_id}, conn)
+                row = await self._db.one(
+                    "get_execution", {"run_id": run_id, "call_id": call_id}, conn
+                )
             else:
                 await self._audit.append(
-                    f"tool.{status.value}", run_id=run_id, call_id=call_id, data={"error": error}, conn=conn
+                    f"tool.{status.value}",
+                    run_id=run_id,
+                    call_id=call_id,
+                    data={"error": error},
+                    conn=conn,
                 )
         assert row is not None
         return ToolExecution.from_row(row)
@@ -109,14 +115,21 @@ class PgToolLedger:
         async with self._db.transaction() as conn:
             row = await self._db.one("mark_unknown", {"run_id": run_id, "call_id": call_id}, conn)
             if row is None:
-                row = await self._db.one("get_execution", {"run_id": run_id, "call_id": call_id}, conn)
+                row = await self._db.one(
+                    "get_execution", {"run_id": run_id, "call_id": call_id}, conn
+                )
             else:
-                await self._audit.append("tool.outcome_unknown", run_id=run_id, call_id=call_id, conn=conn)
+                await self._audit.append(
+                    "tool.outcome_unknown", run_id=run_id, call_id=call_id, conn=conn
+                )
         assert row is not None
         return ToolExecution.from_row(row)
 
     async def for_run(self, run_id: str) -> list[ToolExecution]:
-        return [ToolExecution.from_row(r) for r in await self._db.all("run_executions", {"run_id": run_id})]
+        return [
+            ToolExecution.from_row(r)
+            for r in await self._db.all("run_executions", {"run_id": run_id})
+        ]
 
 
 class PgSideEffects:

@@ -57,7 +57,9 @@ def _exit_code(exc: ApprovalsError) -> int:
         return EXIT_NOT_PENDING
     if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
         return EXIT_NOT_FOUND
-    if isinstance(exc, InvalidRequestId | InvalidDecision | EditedArgumentsInvalid | InvalidRunInput):
+    if isinstance(
+        exc, InvalidRequestId | InvalidDecision | EditedArgumentsInvalid | InvalidRunInput
+    ):
         return EXIT_INVALID
     return EXIT_FAILURE
 
@@ -203,7 +205,7 @@ def pending_list(
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         status = None if include_all else RequestStatus.PENDING
-        return [r.to_json() for r in await engine.requests.list(status, limit)]
+        return [r.to_json() for r in await engine.requests.search(status, limit)]
 
     items = run_async(main)
     if as_json:
@@ -220,9 +222,12 @@ def decide_command(
     request_id: str,
     verdict: Annotated[str, typer.Argument(help="approve or reject", metavar="approve|reject")],
     principal: Annotated[str, typer.Option("--as", help="Who decides (required).")],
-    reason: Annotated[str | None, typer.Option("--reason", help="Why (required to reject).")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (required to reject).")
+    ] = None,
     args: Annotated[
-        str | None, typer.Option("--args", help="Edited arguments (JSON object) to approve instead.")
+        str | None,
+        typer.Option("--args", help="Edited arguments (JSON object) to approve instead."),
     ] = None,
 ) -> None:
     """Approve or reject a pending call. Exit 3: no longer pending; 4: no such request."""
@@ -246,11 +251,15 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 
 @app.command("worker")
 def worker_command(
-    drain: Annotated[bool, typer.Option("--drain", help="Resume what is queued, then exit.")] = False,
+    drain: Annotated[
+        bool, typer.Option("--drain", help="Resume what is queued, then exit.")
+    ] = False,
     concurrency: Annotated[int | None, typer.Option(min=1, max=64)] = None,
 ) -> None:
     """Resume runs whose calls were decided. Runs until SIGTERM/SIGINT unless --drain."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
     async def main(engine: Engine) -> int:
         worker = engine.worker
@@ -295,7 +304,8 @@ def demo_command(
         typer.echo(
             "\nDecide it from another terminal:\n"
             f"  .venv/bin/approvals decide {first} approve --as demo:approver\n"
-            f"  .venv/bin/approvals decide {first} reject --reason 'not eligible' --as demo:approver\n"
+            f"  .venv/bin/approvals decide {first} reject --reason 'not eligible'"
+            " --as demo:approver\n"
             f'  .venv/bin/approvals decide {first} approve --args \'{{"order_id": "1001", '
             f'"amount": 10.0, "reason": "partial"}}\' --as demo:approver\n'
             "\nA worker is running here and resumes the run as soon as you decide (Ctrl-C stops)."
@@ -327,5 +337,3 @@ def main() -> None:
         app()
     except KeyboardInterrupt:  # pragma: no cover - interactive
         sys.exit(130)
-
-

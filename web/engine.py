@@ -53,7 +53,13 @@ class Engine:
     ) -> Decision:
         """Decide a pending call as an already-authenticated ``principal``."""
         return await decide(
-            self.requests, self.decisions, request_id, verdict, principal=principal, reason=reason, args=args
+            self.requests,
+            self.decisions,
+            request_id,
+            verdict,
+            principal=principal,
+            reason=reason,
+            args=args,
         )
 
 
@@ -72,7 +78,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
         effects = PgSideEffects(db)
         queue = PgResumeQueue(db, audit, url)
         deps = GraphDeps(
-            checkpointer=AsyncPostgresSaver(pool),  # type: ignore[arg-type]
+            checkpointer=AsyncPostgresSaver(pool),
             requests=requests,
             ledger=ledger,
             effects=effects,

@@ -24,7 +24,8 @@ def current_turn(messages: list[BaseMessage]) -> tuple[str, list[ToolMessage]]:
     """The latest user message and the tool results that came after it."""
     for i in range(len(messages) - 1, -1, -1):
         if isinstance(messages[i], HumanMessage):
-            text = messages[i].content if isinstance(messages[i].content, str) else ""
+            content = messages[i].content
+            text = content if isinstance(content, str) else ""
             results = [m for m in messages[i + 1 :] if isinstance(m, ToolMessage)]
             return text, results
     return "", []

@@ -54,7 +54,7 @@ def email_script(messages: list[BaseMessage]) -> AIMessage:
     outcome = result_of(sends[-1])
     if "error" in outcome:
         return AIMessage(content=f"The e-mail was not sent: {outcome['error'].get('message')}")
-    return AIMessage(content=f"Sent \"{outcome['subject']}\" to {outcome['to']}.")
+    return AIMessage(content=f'Sent "{outcome["subject"]}" to {outcome["to"]}.')
 
 
 def build(deps: GraphDeps) -> AgentGraph:
@@ -83,7 +83,11 @@ def build(deps: GraphDeps) -> AgentGraph:
             args={"to": to, "subject": subject, "body": body},
         )
         await external_call_latency()
-        return {"message_id": f"<{call.idempotency_key[:16]}@approvals>", "to": to, "subject": subject}
+        return {
+            "message_id": f"<{call.idempotency_key[:16]}@approvals>",
+            "to": to,
+            "subject": subject,
+        }
 
     tools: list[GovernedTool] = [draft_email, send_email]
     return build_agent(name="email", model=ScriptedChatModel(email_script), tools=tools, deps=deps)

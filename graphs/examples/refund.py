@@ -73,7 +73,9 @@ def refund_script(messages: list[BaseMessage]) -> AIMessage:
 
 def build(deps: GraphDeps) -> AgentGraph:
     @governed_tool()
-    async def lookup_order(call: ToolCall, order_id: str = Field(pattern=r"^\d{4}$")) -> dict[str, object]:
+    async def lookup_order(
+        call: ToolCall, order_id: str = Field(pattern=r"^\d{4}$")
+    ) -> dict[str, object]:
         """Look up an order by its four-digit number."""
         order = ORDERS.get(order_id)
         return dict(order) if order else {"order_id": order_id, "status": "not_found"}
@@ -93,7 +95,13 @@ def build(deps: GraphDeps) -> AgentGraph:
             args={"order_id": order_id, "amount": amount, "reason": reason},
         )
         await external_call_latency()
-        return {"refund_id": f"rf_{call.idempotency_key[:12]}", "order_id": order_id, "amount": amount}
+        return {
+            "refund_id": f"rf_{call.idempotency_key[:12]}",
+            "order_id": order_id,
+            "amount": amount,
+        }
 
     tools: list[GovernedTool] = [lookup_order, issue_refund]
-    return build_agent(name="refund", model=ScriptedChatModel(refund_script), tools=tools, deps=deps)
+    return build_agent(
+        name="refund", model=ScriptedChatModel(refund_script), tools=tools, deps=deps
+    )
