@@ -1,0 +1,89 @@
+"""Shared fixtures: real PostgreSQL, a migrated template database, a fresh copy per test.
+
+``APPROVALS_TEST_DATABASE_URL`` names an admin connection to an existing server (CI and dev
+machines: postgresql://postgres@127.0.0.1:5432/postgres). Unset, the tests start the embedded
+server from the pgserver wheel, as the CLI does, so `make test` needs nothing installed.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import pytest_asyncio
+
+from storage.migrate import upgrade
+from web.engine import Engine, open_engine
+from web.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def with_database(url: str, name: str) -> str:
+    """The same server URL pointed at database ``name``."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+@pytest.fixture(scope="session")
+def admin_url() -> str:
+    url = os.environ.get("APPROVALS_TEST_DATABASE_URL")
+    if url:
+        return url
+    from storage.embedded import start_embedded
+
+    return start_embedded(ROOT / ".approvals" / "test-pg")
+
+
+async def _admin(admin_url: str, statement: str) -> None:
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+        await conn.execute(statement)  # type: ignore[arg-type]
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def template_db(admin_url: str) -> AsyncIterator[str]:
+    # Migrating once and copying per test keeps each test isolated and fast (CREATE DATABASE
+    # ... TEMPLATE is a file copy); the pid keeps parallel sessions apart.
+    name = f"approvals_tpl_{os.getpid()}"
+    await _admin(admin_url, f"DROP DATABASE IF EXISTS {name}")
+    await _admin(admin_url, f"CREATE DATABASE {name}")
+    await upgrade(with_database(admin_url, name))
+    yield name
+    await _admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def database_url(admin_url: str, template_db: str) -> AsyncIterator[str]:
+    name = f"approvals_test_{uuid.uuid4().hex[:12]}"
+    await _admin(admin_url, f"CREATE DATABASE {name} TEMPLATE {template_db}")
+    yield with_database(admin_url, name)
+    # FORCE: a test that killed a worker may leave a backend behind for a moment.
+    await _admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        database_url=database_url, data_dir=tmp_path, config_file=tmp_path / "none.toml"
+    )
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def engine(database_url: str, settings: Settings) -> AsyncIterator[Engine]:
+    async with open_engine(database_url, settings) as e:
+        yield e
+
+
+@pytest.fixture
+def cli_env(database_url: str, tmp_path: Path) -> dict[str, str]:
+    """Environment for running the CLI in a subprocess against this test's database."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("APPROVALS_")}
+    env["APPROVALS_DATABASE_URL"] = database_url
+    env["APPROVALS_DATA_DIR"] = str(tmp_path / "data")
+    env["APPROVALS_CONFIG_FILE"] = str(tmp_path / "none.toml")
+    return env
