@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): ratios against bare LangGraph, measured in one run."""

@@ -1,0 +1,26 @@
+"""Small helpers the integration tests share: reading what really happened from the database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from web.engine import Engine
+
+
+async def side_effects(engine: Engine, run_id: str, call_id: str) -> list[dict[str, Any]]:
+    return await engine.effects.for_call(run_id, call_id)
+
+
+async def scalar(engine: Engine, query: str, *params: Any) -> Any:
+    async with engine.db.pool.connection() as conn:
+        row = await (await conn.execute(query, params)).fetchone()  # type: ignore[arg-type]
+    assert row is not None
+    return next(iter(row.values()))
+
+
+async def start_refund(
+    engine: Engine, message: str = "refund 1001", principal: str = "alice"
+) -> Any:
+    outcome = await engine.runner.start("refund", {"message": message}, principal=principal)
+    assert outcome.status == "waiting", outcome
+    return outcome

@@ -1,0 +1,174 @@
+"""Every consumed decision resumes its run once; tool calls of one turn are decided apart."""
+
+from __future__ import annotations
+
+import asyncio
+
+from approvals.model import ExecutionStatus, JobStatus, RequestStatus, ResumeJob
+from tests.integration.helpers import scalar, side_effects, start_refund
+from web.engine import Engine, open_engine
+from web.settings import Settings
+
+
+async def test_parallel_tool_calls_are_decided_independently(engine: Engine) -> None:
+    run = await start_refund(engine, "Refund orders 1001 and 1002")
+    assert len(run.pending) == 2
+    requests = {r.call_id: r for r in await engine.requests.for_run(run.run_id)}
+    first, second = requests["refund-1001"], requests["refund-1002"]
+    assert first.interrupt_id and second.interrupt_id
+    assert first.interrupt_id != second.interrupt_id
+    assert first.state_version is not None
+
+    await engine.decide(first.id, "approve", principal="bob")
+    assert await engine.worker.drain() == 1
+
+    # The decided call ran; the other still waits, untouched and still pending.
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert await side_effects(engine, run.run_id, "refund-1002") == []
+    status = await engine.runs.get(run.run_id)
+    assert status is not None and status.status == "waiting"
+    still = await engine.requests.get(second.id)
+    assert still is not None and still.status is RequestStatus.PENDING
+
+    await engine.decide(second.id, "reject", principal="bob", reason="already refunded")
+    assert await engine.worker.drain() == 1
+    done = await engine.runs.get(run.run_id)
+    assert done is not None and done.status == "completed"
+    assert await side_effects(engine, run.run_id, "refund-1002") == []
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    graph = engine.registry.get("refund")
+    state = await graph.aget_state({"configurable": {"thread_id": run.thread_id}})
+    answer = state.values["messages"][-1].content
+    assert "Refunded 25.00 on order 1001" in answer
+    assert "already refunded" in answer
+
+
+async def test_both_calls_decided_before_the_worker_runs(engine: Engine) -> None:
+    run = await start_refund(engine, "Refund orders 1001 and 1002")
+    for request_id in run.pending:
+        await engine.decide(request_id, "approve", principal="bob")
+    # One resume runs both calls (the second call's decision is read from the database);
+    # the second job then finds nothing pending and is skipped, not executed again.
+    assert await engine.worker.drain() == 2
+    statuses = await scalar(
+        engine, "select string_agg(status, ',' order by status) from resume_queue"
+    )
+    assert statuses in {"done,skipped", "done,done"}
+    for call_id in ("refund-1001", "refund-1002"):
+        assert len(await side_effects(engine, run.run_id, call_id)) == 1
+    done = await engine.runs.get(run.run_id)
+    assert done is not None and done.status == "completed"
+
+
+async def test_two_workers_draining_at_once_resume_each_run_once(
+    engine: Engine, database_url: str, settings: Settings
+) -> None:
+    runs = [await start_refund(engine) for _ in range(8)]
+    for run in runs:
+        await engine.decide(run.pending[0], "approve", principal="bob")
+    async with open_engine(database_url, settings) as other:
+        counts = await asyncio.gather(engine.worker.drain(), other.worker.drain())
+    assert sum(counts) == 8
+    for run in runs:
+        assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+        finished = await engine.runs.get(run.run_id)
+        assert finished is not None and finished.status == "completed"
+    assert await scalar(engine, "select count(*) from resume_queue where status = 'done'") == 8
+
+
+class _HeldJob:
+    """A resume job as a second deliverer would hold it (e.g. a redelivered message)."""
+
+    def __init__(self, job: ResumeJob) -> None:
+        self._job = job
+        self.status: str | None = None
+
+    @property
+    def job(self) -> ResumeJob:
+        return self._job
+
+    async def complete(self, status: str, error: str | None = None) -> None:
+        self.status = status
+
+
+async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine) -> None:
+    run = await start_refund(engine)
+    decision = await engine.decide(run.pending[0], "approve", principal="bob")
+    job = ResumeJob(
+        id=0,
+        request_id=decision.request_id,
+        decision_id=decision.id,
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        attempts=0,
+    )
+    locks = engine.runner._locks  # the same per-thread lock the worker takes
+
+    async def resume(held: _HeldJob) -> None:
+        async with locks.hold(run.thread_id):
+            await engine.runner.resume(held)
+
+    held = [_HeldJob(job) for _ in range(4)]
+    await asyncio.gather(*(resume(h) for h in held))
+    assert sorted(str(h.status) for h in held) == ["done", "skipped", "skipped", "skipped"]
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+
+
+async def test_resuming_an_already_resumed_call_is_skipped(engine: Engine) -> None:
+    run = await start_refund(engine)
+    decision = await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.worker.drain()
+    replay = _HeldJob(
+        ResumeJob(
+            id=0,
+            request_id=decision.request_id,
+            decision_id=decision.id,
+            run_id=run.run_id,
+            thread_id=run.thread_id,
+            attempts=0,
+        )
+    )
+    assert await engine.runner.resume(replay) is None
+    assert replay.status == JobStatus.SKIPPED
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+
+
+async def test_a_started_execution_that_never_finished_is_not_run_again(engine: Engine) -> None:
+    # What a crash between the ledger's "started" and "finished" leaves behind.
+    run = await start_refund(engine)
+    await engine.ledger.begin(
+        run_id=run.run_id,
+        call_id="refund-1001",
+        tool="issue_refund",
+        key="k",
+        args_identity="jcs-sha256:x",
+    )
+    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.worker.drain()
+    executions = {e.call_id: e for e in await engine.ledger.for_run(run.run_id)}
+    assert executions["refund-1001"].status is ExecutionStatus.OUTCOME_UNKNOWN
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
+    done = await engine.runs.get(run.run_id)
+    assert done is not None and done.status == "completed"
+
+
+async def test_email_agent_sends_only_after_approval(engine: Engine) -> None:
+    out = await engine.runner.start(
+        "email", {"message": "Email bob@example.com about the quarterly report"}, principal="ann"
+    )
+    assert out.status == "waiting"
+    request = await engine.requests.get(out.pending[0])
+    assert request is not None and request.tool == "send_email"
+    assert request.shown["args"]["to"] == "bob@example.com"
+    assert await side_effects(engine, out.run_id, "send-1") == []
+    await engine.decide(out.pending[0], "approve", principal="bob")
+    await engine.worker.drain()
+    assert len(await side_effects(engine, out.run_id, "send-1")) == 1
+
+
+async def test_allowed_tools_run_without_a_request(engine: Engine) -> None:
+    out = await engine.runner.start("refund", {"message": "refund 1003"}, principal="ann")
+    # Order 1003 is unpaid: the lookup runs, no refund is proposed, nothing waits.
+    assert out.status == "completed"
+    assert out.pending == []
+    assert await scalar(engine, "select count(*) from approval_requests") == 0
