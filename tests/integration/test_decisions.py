@@ -65,7 +65,8 @@ async def test_approve_racing_reject_agrees_with_what_ran(engine: Engine) -> Non
             assert effects == []
             assert "refund-1001" not in executions
         finished = await engine.runs.get(run.run_id)
-        assert finished is not None and finished.status == "completed"
+        assert finished is not None
+        assert finished.status == "completed"
 
 
 async def test_unknown_forged_and_decided_ids_are_refused_distinctly(engine: Engine) -> None:
@@ -116,7 +117,8 @@ async def test_bad_decisions_are_refused_before_anything_is_written(engine: Engi
         )
     assert await scalar(engine, "select count(*) from decisions") == 0
     stored = await engine.requests.get(rid)
-    assert stored is not None and stored.status is RequestStatus.PENDING
+    assert stored is not None
+    assert stored.status is RequestStatus.PENDING
 
 
 async def test_edited_arguments_are_what_the_tool_receives(engine: Engine) -> None:

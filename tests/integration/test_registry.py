@@ -23,7 +23,8 @@ async def test_a_configured_graph_denies_invalid_arguments_before_asking_anyone(
         out = await engine.runner.start("custom", {"message": "pay"}, principal="ann")
         assert out.status == "completed"
         assert out.pending == []
-        assert out.answer is not None and "invalid_arguments" in out.answer
+        assert out.answer is not None
+        assert "invalid_arguments" in out.answer
         assert await scalar(engine, "select count(*) from approval_requests") == 0
         assert await scalar(engine, "select count(*) from demo_side_effects") == 0
 

@@ -15,7 +15,8 @@ async def test_parallel_tool_calls_are_decided_independently(engine: Engine) -> 
     assert len(run.pending) == 2
     requests = {r.call_id: r for r in await engine.requests.for_run(run.run_id)}
     first, second = requests["refund-1001"], requests["refund-1002"]
-    assert first.interrupt_id and second.interrupt_id
+    assert first.interrupt_id
+    assert second.interrupt_id
     assert first.interrupt_id != second.interrupt_id
     assert first.state_version is not None
 
@@ -26,14 +27,17 @@ async def test_parallel_tool_calls_are_decided_independently(engine: Engine) -> 
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
     assert await side_effects(engine, run.run_id, "refund-1002") == []
     status = await engine.runs.get(run.run_id)
-    assert status is not None and status.status == "waiting"
+    assert status is not None
+    assert status.status == "waiting"
     still = await engine.requests.get(second.id)
-    assert still is not None and still.status is RequestStatus.PENDING
+    assert still is not None
+    assert still.status is RequestStatus.PENDING
 
     await engine.decide(second.id, "reject", principal="bob", reason="already refunded")
     assert await engine.worker.drain() == 1
     done = await engine.runs.get(run.run_id)
-    assert done is not None and done.status == "completed"
+    assert done is not None
+    assert done.status == "completed"
     assert await side_effects(engine, run.run_id, "refund-1002") == []
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
     graph = engine.registry.get("refund")
@@ -57,7 +61,8 @@ async def test_both_calls_decided_before_the_worker_runs(engine: Engine) -> None
     for call_id in ("refund-1001", "refund-1002"):
         assert len(await side_effects(engine, run.run_id, call_id)) == 1
     done = await engine.runs.get(run.run_id)
-    assert done is not None and done.status == "completed"
+    assert done is not None
+    assert done.status == "completed"
 
 
 async def test_two_workers_draining_at_once_resume_each_run_once(
@@ -72,7 +77,8 @@ async def test_two_workers_draining_at_once_resume_each_run_once(
     for run in runs:
         assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
         finished = await engine.runs.get(run.run_id)
-        assert finished is not None and finished.status == "completed"
+        assert finished is not None
+        assert finished.status == "completed"
     assert await scalar(engine, "select count(*) from resume_queue where status = 'done'") == 8
 
 
@@ -149,7 +155,8 @@ async def test_a_started_execution_that_never_finished_is_not_run_again(engine: 
     assert executions["refund-1001"].status is ExecutionStatus.OUTCOME_UNKNOWN
     assert await side_effects(engine, run.run_id, "refund-1001") == []
     done = await engine.runs.get(run.run_id)
-    assert done is not None and done.status == "completed"
+    assert done is not None
+    assert done.status == "completed"
 
 
 async def test_email_agent_sends_only_after_approval(engine: Engine) -> None:
@@ -158,7 +165,8 @@ async def test_email_agent_sends_only_after_approval(engine: Engine) -> None:
     )
     assert out.status == "waiting"
     request = await engine.requests.get(out.pending[0])
-    assert request is not None and request.tool == "send_email"
+    assert request is not None
+    assert request.tool == "send_email"
     assert request.shown["args"]["to"] == "bob@example.com"
     assert await side_effects(engine, out.run_id, "send-1") == []
     await engine.decide(out.pending[0], "approve", principal="bob")
