@@ -34,7 +34,7 @@ def parse_request_id(value: str) -> str:
         parsed = uuid.UUID(value)
     except (ValueError, AttributeError, TypeError):
         raise InvalidRequestId(str(value)) from None
-    if parsed.version != 4 or str(parsed) != value.strip().lower():
+    if parsed.version != 4 or str(parsed) != value:
         raise InvalidRequestId(value)
     return str(parsed)
 

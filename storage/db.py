@@ -25,8 +25,10 @@ def translated_errors() -> Iterator[None]:
         yield
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(str(exc).strip().splitlines()[0] if str(exc) else "") from exc
-    except psycopg.errors.InvalidCatalogName as exc:  # pragma: no cover - misconfiguration
-        raise DatabaseUnavailable(str(exc)) from exc
+    except psycopg.errors.UndefinedTable as exc:
+        raise DatabaseUnavailable(
+            "the database has no approvals schema; run `approvals db upgrade` first"
+        ) from exc
 
 
 def json(value: Any) -> Jsonb:
@@ -53,6 +55,14 @@ def open_pool(
         open=False,
         name="approvals",
     )
+
+
+async def check_connection(url: str, timeout: int = 10) -> None:
+    """Connect once, so that a wrong URL fails at once with the server's own reason instead of
+    a pool retrying in the background."""
+    with translated_errors():
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=timeout)
+        await conn.close()
 
 
 class Database:

@@ -17,7 +17,7 @@ from graphs.registry import GraphRegistry
 from graphs.runner import Runner
 from graphs.worker import Worker
 from storage.audit import PgAuditLog
-from storage.db import Database, open_pool, translated_errors
+from storage.db import Database, check_connection, open_pool, translated_errors
 from storage.queue import PgResumeQueue, PgThreadLocks
 from storage.requests import PgApprovalRequests, PgDecisions
 from storage.runs import PgRuns, PgSideEffects, PgToolLedger
@@ -66,6 +66,7 @@ class Engine:
 @asynccontextmanager
 async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterator[Engine]:
     settings = settings or Settings(database_url=url)
+    await check_connection(url)
     pool = open_pool(url, max_size=settings.pool_max_size)
     with translated_errors():
         await pool.open(wait=True, timeout=15)

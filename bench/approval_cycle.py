@@ -1,0 +1,659 @@
+"""Approval-cycle latency: bare LangGraph against the full approvals cycle, in one run.
+
+    python bench/approval_cycle.py [--json] [--trace N] [--pyinstrument]
+
+Both variants run the same agent shape on the same database, connection pool and
+``AsyncPostgresSaver``: a scripted model proposes one ``issue_refund`` call, the tool step
+pauses with ``interrupt()``, is resumed, runs the tool once (one ``demo_side_effects`` row, as
+the example refund tool does) and the model gives its final answer.
+
+* bare: ``ainvoke(input)`` up to the interrupt, then ``ainvoke(Command(resume=...))``.
+* ours: ``runner.start`` (pause, record) -> ``engine.decide`` (consume, queue) ->
+  ``Worker.process_one`` (claim, lock, re-check, resume, execute, ledger). The worker is
+  called directly, so the LISTEN/NOTIFY wake-up latency of a real worker is not counted.
+
+Concurrency 1 and 16 (16 lanes, each running cycles back to back), bare and ours rounds
+alternating. Each cycle is timed on its own; the ratio is ours / bare at p50 and p99.
+The database is ``APPROVALS_DATABASE_URL`` (a server admin URL; a scratch database
+``approvals_bench_<pid>`` is created, migrated and dropped) or else the embedded server in
+``.approvals/bench-pg``. Exit status 0 whether or not the target is met: this is a bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import gc
+import json
+import os
+import platform
+import re
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send, interrupt
+from pydantic import Field
+
+from graphs.agent import AgentGraph, AgentState, ToolTask, build_agent
+from graphs.deps import GraphDeps
+from graphs.examples.demo import current_turn, result_of
+from graphs.scripted import ScriptedChatModel
+from graphs.tools import GovernedTool, ToolCall, governed_tool
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPH = "bench"
+GRAPH_ENTRY = "bench.approval_cycle:build"
+MESSAGE = "Please refund order 1001"
+REQUESTER = "bench-requester"
+APPROVER = "bench-approver"
+TARGET = 1.3
+
+# --------------------------------------------------------------------------------------
+# The agent, shared by both variants: one model turn proposing one refund, one tool call,
+# one final model turn.
+# --------------------------------------------------------------------------------------
+
+
+def bench_script(messages: list[BaseMessage]) -> AIMessage:
+    text, results = current_turn(messages)
+    if not results:
+        match = re.search(r"\b\d{4}\b", text)
+        order_id = match.group(0) if match else "1001"
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {
+                    "id": f"refund-{order_id}",
+                    "name": "issue_refund",
+                    "args": {"order_id": order_id, "amount": 25.0, "reason": "customer request"},
+                }
+            ],
+        )
+    outcome = result_of(results[-1])
+    if "error" in outcome:
+        return AIMessage(content=f"Refund not issued: {outcome['error']}")
+    return AIMessage(content=f"Refunded {outcome['amount']:.2f} on order {outcome['order_id']}.")
+
+
+async def refund(
+    effects: Any, *, run_id: str, call_id: str, key: str, order_id: str, amount: float, reason: str
+) -> dict[str, object]:
+    """The tool body both variants run: one side-effect row, like the example refund tool."""
+    await effects.record(
+        run_id=run_id,
+        call_id=call_id,
+        tool="issue_refund",
+        args={"order_id": order_id, "amount": amount, "reason": reason},
+    )
+    return {"refund_id": f"rf_{key[:12]}", "order_id": order_id, "amount": amount}
+
+
+def build(deps: GraphDeps) -> AgentGraph:
+    """The governed variant (registered as ``bench``)."""
+
+    @governed_tool(sensitive=True)
+    async def issue_refund(
+        call: ToolCall,
+        order_id: str = Field(pattern=r"^\d{4}$"),
+        amount: float = Field(gt=0, le=10_000),
+        reason: str = Field(default="customer request", max_length=200),
+    ) -> dict[str, object]:
+        """Refund money to the customer of an order. Moves money: needs approval."""
+        return await refund(
+            deps.effects,
+            run_id=call.run_id,
+            call_id=call.call_id,
+            key=call.idempotency_key,
+            order_id=order_id,
+            amount=amount,
+            reason=reason,
+        )
+
+    tools: list[GovernedTool] = [issue_refund]
+    return build_agent(name=GRAPH, model=ScriptedChatModel(bench_script), tools=tools, deps=deps)
+
+
+def build_bare(checkpointer: Any, effects: Any) -> Any:
+    """The bare variant: the same state, nodes and Send fan-out, ``interrupt()`` in the tool."""
+    model = ScriptedChatModel(bench_script)
+
+    async def agent(state: AgentState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(list(state["messages"]))]}
+
+    def route(state: AgentState) -> list[Send] | str:
+        last = state["messages"][-1]
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return [
+                Send(
+                    "tools",
+                    ToolTask(call=dict(tc), run_id=state["run_id"], started_by=state["started_by"]),
+                )
+                for tc in last.tool_calls
+            ]
+        return END
+
+    async def tools(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        call = task["call"]
+        decision = interrupt({"call_id": call["id"], "tool": call["name"], "args": call["args"]})
+        if not (isinstance(decision, dict) and decision.get("verdict") == "approve"):
+            content = json.dumps({"error": {"code": "rejected"}})
+        else:
+            result = await refund(
+                effects,
+                run_id=task["run_id"],
+                call_id=str(call["id"]),
+                key=uuid.uuid5(uuid.NAMESPACE_URL, f"{task['run_id']}/{call['id']}").hex,
+                **call["args"],
+            )
+            content = json.dumps(result, sort_keys=True)
+        return {
+            "messages": [ToolMessage(content=content, tool_call_id=call["id"], name=call["name"])]
+        }
+
+    builder = StateGraph(AgentState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)  # type: ignore[arg-type]
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer, name="bare")
+
+
+# --------------------------------------------------------------------------------------
+# A small profiler: per-phase wall time of named operations (SQL statement, transaction
+# begin/commit, saver call, aget_state), exclusive of the operations nested inside them.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Frame:
+    label: str
+    child: float = 0.0
+
+
+_stack: contextvars.ContextVar[tuple[_Frame, ...]] = contextvars.ContextVar("stack", default=())
+_phase: contextvars.ContextVar[str] = contextvars.ContextVar("phase", default="-")
+
+
+@dataclass
+class Profile:
+    enabled: bool = False
+    ops: dict[tuple[str, str], list[float]] = field(
+        default_factory=lambda: defaultdict(lambda: [0, 0.0])
+    )
+    phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    def reset(self) -> None:
+        self.ops.clear()
+        self.phases.clear()
+
+    async def timed(self, label: str, awaitable: Awaitable[Any]) -> Any:
+        if not self.enabled:
+            return await awaitable
+        frame = _Frame(label)
+        token = _stack.set((*_stack.get(), frame))
+        t0 = time.perf_counter()
+        try:
+            return await awaitable
+        finally:
+            elapsed = time.perf_counter() - t0
+            _stack.reset(token)
+            self._record(label, elapsed, elapsed - frame.child)
+
+    def _record(self, label: str, elapsed: float, exclusive: float) -> None:
+        parents = _stack.get()
+        if parents:
+            parents[-1].child += elapsed
+        entry = self.ops[(_phase.get(), label)]
+        entry[0] += 1
+        entry[1] += exclusive
+
+    def wrap(self, obj: Any, method: str, label: Callable[..., str]) -> None:
+        original = getattr(obj, method)
+
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return await self.timed(label(*args, **kwargs), original(*args, **kwargs))
+
+        setattr(obj, method, wrapper)
+
+    def wrap_cm(self, obj: Any, method: str, label: str) -> None:
+        """Time entering (pool acquire + BEGIN) and leaving (COMMIT + release) separately."""
+        original = getattr(obj, method)
+        profile = self
+
+        @asynccontextmanager
+        async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            cm = original(*args, **kwargs)
+            value = await profile.timed(f"{label} enter", cm.__aenter__())
+            try:
+                yield value
+            except BaseException as exc:
+                if not await profile.timed(
+                    f"{label} exit", cm.__aexit__(type(exc), exc, exc.__traceback__)
+                ):
+                    raise
+            else:
+                await profile.timed(f"{label} exit", cm.__aexit__(None, None, None))
+
+        setattr(obj, method, wrapper)
+
+
+PROFILE = Profile()
+
+
+@asynccontextmanager
+async def phase(name: str) -> AsyncIterator[None]:
+    token = _phase.set(name)
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        PROFILE.phases[name] += time.perf_counter() - t0
+        _phase.reset(token)
+
+
+def instrument(engine: Any, graph: Any, bare: Any) -> None:
+    """Patch instances (never classes) so every DB round trip of both variants is timed."""
+    db = engine.db
+    PROFILE.wrap(db, "one", lambda name, *a, **k: f"sql {name}")
+    PROFILE.wrap(db, "all", lambda name, *a, **k: f"sql {name}")
+    PROFILE.wrap(db, "run", lambda name, *a, **k: f"sql {name}")
+    PROFILE.wrap_cm(db, "transaction", "tx")
+    saver = graph.checkpointer
+    for method in ("aget_tuple", "aput", "aput_writes"):
+        PROFILE.wrap(saver, method, lambda *a, _m=method, **k: f"saver {_m}")
+    PROFILE.wrap(graph, "aget_state", lambda *a, **k: "aget_state (python)")
+    PROFILE.wrap(bare, "aget_state", lambda *a, **k: "aget_state (python)")
+
+
+# --------------------------------------------------------------------------------------
+# One cycle of each variant.
+# --------------------------------------------------------------------------------------
+
+
+class TrackingRunner:
+    """Hands ``Worker`` the engine's runner, and tells each cycle when its own run resumed
+    (at concurrency 16 a lane's ``process_one`` may claim another lane's job)."""
+
+    def __init__(self, runner: Any) -> None:
+        self._runner = runner
+        self.waiting: dict[str, asyncio.Future[Any]] = {}
+
+    def expect(self, run_id: str) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting[run_id] = future
+        return future
+
+    async def resume(self, claimed: Any) -> Any:
+        future = self.waiting.pop(claimed.job.run_id, None)
+        try:
+            outcome = await self._runner.resume(claimed)
+        except BaseException as exc:
+            if future is not None and not future.done():
+                future.set_exception(exc)
+            raise
+        if future is not None and not future.done():
+            future.set_result(outcome)
+        return outcome
+
+
+@dataclass
+class Sample:
+    total: float
+    phases: dict[str, float]
+
+
+async def bare_cycle(graph: Any) -> Sample:
+    thread_id = str(uuid.uuid4())
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    payload = {
+        "messages": [HumanMessage(content=MESSAGE)],
+        "run_id": thread_id,
+        "started_by": REQUESTER,
+    }
+    t0 = time.perf_counter()
+    async with phase("bare: invoke to interrupt"):
+        paused = await graph.ainvoke(payload, config)
+    t1 = time.perf_counter()
+    async with phase("bare: resume to end"):
+        done = await graph.ainvoke(
+            Command(resume={"verdict": "approve", "principal": APPROVER}), config
+        )
+    t2 = time.perf_counter()
+    if "__interrupt__" not in paused or not str(done["messages"][-1].content).startswith(
+        "Refunded"
+    ):
+        raise RuntimeError(f"bare cycle did not pause and finish: {done['messages'][-1]}")
+    return Sample(t2 - t0, {"invoke": t1 - t0, "resume": t2 - t1})
+
+
+async def ours_cycle(engine: Any, worker: Any, tracker: TrackingRunner) -> Sample:
+    t0 = time.perf_counter()
+    async with phase("ours: start (pause, record)"):
+        started = await engine.runner.start(GRAPH, {"message": MESSAGE}, principal=REQUESTER)
+    t1 = time.perf_counter()
+    if started.status != "waiting" or len(started.pending) != 1:
+        raise RuntimeError(f"run did not pause: {started}")
+    resumed = tracker.expect(started.run_id)
+    async with phase("ours: decide (consume, queue)"):
+        await engine.decide(started.pending[0], "approve", principal=APPROVER)
+    t2 = time.perf_counter()
+    async with phase("ours: resume (claim .. execute)"):
+        await worker.process_one()
+        outcome = await resumed
+    t3 = time.perf_counter()
+    if (
+        outcome is None
+        or outcome.status != "completed"
+        or not str(outcome.answer).startswith("Refunded")
+    ):
+        raise RuntimeError(f"run did not complete: {outcome}")
+    return Sample(t3 - t0, {"start": t1 - t0, "decide": t2 - t1, "resume": t3 - t2})
+
+
+# --------------------------------------------------------------------------------------
+# Rounds, statistics, output.
+# --------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+@dataclass
+class Series:
+    samples: list[Sample] = field(default_factory=list)
+    wall: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        totals = [s.total for s in self.samples]
+        phase_names = self.samples[0].phases if self.samples else {}
+        return {
+            "cycles": len(totals),
+            "p50_ms": round(percentile(totals, 0.50) * 1000, 3),
+            "p99_ms": round(percentile(totals, 0.99) * 1000, 3),
+            "mean_ms": round(sum(totals) / len(totals) * 1000, 3) if totals else None,
+            "throughput_per_s": round(len(totals) / self.wall, 1) if self.wall else None,
+            "phases_p50_ms": {
+                name: round(percentile([s.phases[name] for s in self.samples], 0.5) * 1000, 3)
+                for name in phase_names
+            },
+        }
+
+
+async def run_round(
+    cycle: Callable[[], Awaitable[Sample]], lanes: int, per_lane: int, series: Series | None
+) -> None:
+    async def lane() -> list[Sample]:
+        return [await cycle() for _ in range(per_lane)]
+
+    gc.collect()
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(lane() for _ in range(lanes)))
+    wall = time.perf_counter() - t0
+    if series is not None:
+        series.wall += wall
+        for samples in results:
+            series.samples.extend(samples)
+
+
+def with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+async def admin(url: str, statement: str) -> None:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(statement)  # type: ignore[arg-type]
+
+
+@asynccontextmanager
+async def scratch_database() -> AsyncIterator[tuple[str, str]]:
+    from storage.migrate import upgrade
+
+    admin_url = os.environ.get("APPROVALS_DATABASE_URL")
+    where = "APPROVALS_DATABASE_URL"
+    if not admin_url:
+        from storage.embedded import start_embedded
+
+        data_dir = ROOT / ".approvals" / "bench-pg"
+        admin_url = await asyncio.to_thread(start_embedded, data_dir)
+        where = f"embedded ({data_dir})"
+    name = f"approvals_bench_{os.getpid()}"
+    await admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    await admin(admin_url, f"CREATE DATABASE {name}")
+    try:
+        url = with_database(admin_url, name)
+        await upgrade(url)
+        yield url, f"{where}, scratch database {name}"
+    finally:
+        await admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    if str(ROOT) not in sys.path:  # the registry imports GRAPH_ENTRY by module name
+        sys.path.insert(0, str(ROOT))
+    from graphs.worker import Worker
+    from web.engine import open_engine
+    from web.settings import Settings
+
+    async with scratch_database() as (url, where):
+        overrides = {"pool_max_size": args.pool_size} if args.pool_size else {}
+        settings = Settings(
+            database_url=url,
+            graphs={GRAPH: GRAPH_ENTRY},
+            config_file=ROOT / "bench" / "no-config.toml",
+            **overrides,
+        )
+        if settings.pool_max_size <= args.lanes:
+            raise SystemExit(
+                f"pool_max_size {settings.pool_max_size} must exceed --lanes {args.lanes}: "
+                "every in-flight cycle holds a connection for its thread lock or claim"
+            )
+        async with open_engine(url, settings) as engine:
+            graph = engine.registry.get(GRAPH)
+            bare = build_bare(graph.checkpointer, engine.effects)
+            tracker = TrackingRunner(engine.runner)
+            worker = Worker(runner=tracker, queue=engine.queue)  # type: ignore[arg-type]
+
+            def make(variant: str) -> Callable[[], Awaitable[Sample]]:
+                if variant == "bare":
+                    return lambda: bare_cycle(bare)
+                return lambda: ours_cycle(engine, worker, tracker)
+
+            variants = ("bare", "ours")
+            for v in variants:  # warm-up: imports, pool growth, plan caches
+                await run_round(make(v), 1, args.warmup, None)
+                await run_round(make(v), args.lanes, 2, None)
+
+            results = []
+            plans = [(1, args.cycles, args.rounds), (args.lanes, args.per_lane, args.rounds_c16)]
+            for lanes, per_lane_total, rounds in plans:
+                series = {v: Series() for v in variants}
+                per_round = max(1, per_lane_total // rounds)
+                for r in range(rounds):
+                    order = variants if r % 2 == 0 else variants[::-1]
+                    for v in order:
+                        await run_round(make(v), lanes, per_round, series[v])
+                bare_s, ours_s = series["bare"].summary(), series["ours"].summary()
+                ratio = {
+                    "p50": round(ours_s["p50_ms"] / bare_s["p50_ms"], 3),
+                    "p99": round(ours_s["p99_ms"] / bare_s["p99_ms"], 3),
+                    "throughput": round(bare_s["throughput_per_s"] / ours_s["throughput_per_s"], 3),
+                }
+                results.append(
+                    {
+                        "concurrency": lanes,
+                        "bare": bare_s,
+                        "ours": ours_s,
+                        "ratio": ratio,
+                        "target_met": ratio["p50"] <= TARGET and ratio["p99"] <= TARGET,
+                    }
+                )
+
+            trace = None
+            if args.trace:
+                instrument(engine, graph, bare)
+                PROFILE.enabled = True
+                trace = {}
+                for v in variants:
+                    PROFILE.reset()
+                    if args.pyinstrument and v == "ours":
+                        from pyinstrument import Profiler
+
+                        profiler = Profiler(async_mode="enabled", interval=0.0002)
+                        profiler.start()
+                        await run_round(make(v), 1, args.trace, None)
+                        profiler.stop()
+                        print(profiler.output_text(unicode=True, color=False), file=sys.stderr)
+                    else:
+                        await run_round(make(v), 1, args.trace, None)
+                    trace[v] = trace_summary(args.trace)
+                PROFILE.enabled = False
+
+            counts = await count_rows(engine)
+    expected = (
+        2 * (args.warmup + 2 * args.lanes)
+        + 2 * sum(lanes * max(1, n // r) * r for lanes, n, r in plans)
+        + 2 * args.trace
+    )
+    return {
+        "bench": "approval_cycle",
+        "database": where,
+        "pool_max_size": settings.pool_max_size,
+        "resume_path": "Worker.process_one() called in-line (LISTEN/NOTIFY wake-up not counted)",
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "target": TARGET,
+        "results": results,
+        "target_met": all(r["target_met"] for r in results),
+        "checks": {
+            "side_effects": counts["effects"],
+            "expected_side_effects": expected,
+            "tool_ran_once_per_cycle": counts["effects"] == expected and counts["dupes"] == 0,
+            "jobs_left_queued": counts["queued"],
+        },
+        "trace": trace,
+    }
+
+
+async def count_rows(engine: Any) -> dict[str, int]:
+    async with engine.db.pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT (SELECT count(*) FROM demo_side_effects) AS effects,"
+            " (SELECT count(*) FROM (SELECT 1 FROM demo_side_effects GROUP BY run_id, call_id"
+            "   HAVING count(*) > 1) d) AS dupes,"
+            " (SELECT count(*) FROM resume_queue WHERE status = 'queued') AS queued"
+        )
+        row = await cur.fetchone()
+    return {k: int(v) for k, v in row.items()}
+
+
+def trace_summary(cycles: int) -> dict[str, Any]:
+    phases: dict[str, Any] = {}
+    for name, total in PROFILE.phases.items():
+        ops = {
+            label: {"per_cycle": round(n / cycles, 2), "ms_per_cycle": round(t / cycles * 1000, 3)}
+            for (p, label), (n, t) in sorted(PROFILE.ops.items(), key=lambda kv: -kv[1][1])
+            if p == name
+        }
+        phases[name] = {"ms_per_cycle": round(total / cycles * 1000, 3), "ops": ops}
+    return phases
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [
+        "approval cycle: bare LangGraph vs approvals (same database, pool and saver)",
+        f"database: {report['database']}; pool max {report['pool_max_size']}; "
+        f"python {report['python']}, {report['cpus']} cpus",
+        f"ours resumes via {report['resume_path']}",
+        "",
+        f"{'conc':>4}  {'variant':<7} {'cycles':>6} {'p50 ms':>8} {'p99 ms':>8} {'cycles/s':>9}"
+        "   phases p50 ms",
+    ]
+    for r in report["results"]:
+        for v in ("bare", "ours"):
+            s = r[v]
+            phases = "  ".join(f"{k} {ms:.2f}" for k, ms in s["phases_p50_ms"].items())
+            lines.append(
+                f"{r['concurrency']:>4}  {v:<7} {s['cycles']:>6} {s['p50_ms']:>8.2f} "
+                f"{s['p99_ms']:>8.2f} {s['throughput_per_s']:>9.1f}   {phases}"
+            )
+        ratio = r["ratio"]
+        verdict = "met" if r["target_met"] else "NOT met"
+        lines.append(
+            f"{r['concurrency']:>4}  {'ratio':<7} {'':>6} {ratio['p50']:>7.2f}x "
+            f"{ratio['p99']:>7.2f}x {ratio['throughput']:>8.2f}x   "
+            f"(ours/bare; throughput bare/ours) target <= {report['target']}: {verdict}"
+        )
+        lines.append("")
+    checks = report["checks"]
+    lines.append(
+        f"target ratio <= {report['target']} at p50 and p99, c=1 and c=16: "
+        f"{'met' if report['target_met'] else 'NOT met'}"
+    )
+    lines.append(
+        f"check: {checks['side_effects']} side-effect rows for {checks['expected_side_effects']} "
+        f"cycles, tool ran once per cycle: {checks['tool_ran_once_per_cycle']}, "
+        f"jobs left queued: {checks['jobs_left_queued']}"
+    )
+    if report["trace"]:
+        lines.append("")
+        lines.append(
+            "trace (c=1, ms per cycle; op times exclude nested ops; saver writes run in the "
+            "background, so ops may overlap each other and the phase's python)"
+        )
+        for phases in report["trace"].values():
+            for name, p in phases.items():
+                lines.append(f"  {name:<34} {p['ms_per_cycle']:>8.3f}")
+                for label, op in p["ops"].items():
+                    lines.append(
+                        f"      {label:<40} x{op['per_cycle']:<5} {op['ms_per_cycle']:>8.3f}"
+                    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--cycles", type=int, default=200, help="cycles per variant at c=1")
+    parser.add_argument("--lanes", type=int, default=16, help="concurrency of the second plan")
+    parser.add_argument("--per-lane", type=int, default=25, help="cycles per lane at c=16")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating rounds at c=1")
+    parser.add_argument("--rounds-c16", type=int, default=5, help="alternating rounds at c=16")
+    parser.add_argument("--warmup", type=int, default=20, help="warm-up cycles per variant")
+    parser.add_argument("--pool-size", type=int, default=0, help="override pool_max_size")
+    parser.add_argument(
+        "--trace", type=int, default=0, help="then trace N cycles per variant (DB time by op)"
+    )
+    parser.add_argument(
+        "--pyinstrument", action="store_true", help="with --trace: pyinstrument our cycles"
+    )
+    args = parser.parse_args(argv)
+    report = asyncio.run(bench(args))
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

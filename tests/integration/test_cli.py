@@ -1,0 +1,177 @@
+"""The CLI contract: JSON on stdout, one-line errors on stderr, documented exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+
+import pytest
+
+from tests.integration.helpers import side_effects
+from tests.integration.processes import cli, spawn
+from web.engine import Engine
+
+pytestmark = pytest.mark.slow
+
+
+async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[str, str]) -> None:
+    started = await cli(
+        cli_env,
+        "runs",
+        "start",
+        "refund",
+        "--input",
+        '{"message": "Refund orders 1001 and 1002"}',
+        "--as",
+        "alice",
+        "--thread-id",
+        "customer-42",
+    )
+    assert started.code == 0, started.stderr
+    run = started.json()
+    assert run["status"] == "waiting"
+    assert run["thread_id"] == "customer-42"
+    assert len(run["pending"]) == 2
+
+    listed = (await cli(cli_env, "pending", "list", "--json")).json()
+    assert {r["id"] for r in listed} == set(run["pending"])
+    for item in listed:
+        assert set(item) >= {
+            "id",
+            "run_id",
+            "call_id",
+            "tool",
+            "shown",
+            "identity",
+            "status",
+            "created_at",
+            "expires_at",
+        }
+        assert item["status"] == "pending"
+        assert item["identity"].startswith("jcs-sha256:")
+        assert item["shown"]["args"]["order_id"] in {"1001", "1002"}
+
+    by_call = {r["call_id"]: r["id"] for r in listed}
+    decided = await cli(
+        cli_env,
+        "decide",
+        by_call["refund-1001"],
+        "approve",
+        "--as",
+        "bob",
+        "--args",
+        '{"order_id": "1001", "amount": 5, "reason": "goodwill"}',
+    )
+    assert decided.code == 0, decided.stderr
+    assert decided.json()["decision"] == "edit"
+    assert decided.json()["principal"] == "bob"
+    rejected = await cli(
+        cli_env, "decide", by_call["refund-1002"], "reject", "--reason", "fraud", "--as", "bob"
+    )
+    assert rejected.json()["decision"] == "reject"
+    assert (await cli(cli_env, "worker", "--drain")).json() == {"resumed": 2}
+
+    shown = await cli(cli_env, "runs", "show", run["run_id"], "--json")
+    report = shown.json()
+    assert report["status"] == "completed"
+    assert report["pending"] == []
+    executions = {e["call_id"]: e for e in report["tool_executions"]}
+    assert executions["refund-1001"]["status"] == "succeeded"
+    assert executions["refund-1001"]["tool"] == "issue_refund"
+    assert "refund-1002" not in executions
+    effects = await side_effects(engine, run["run_id"], "refund-1001")
+    assert effects[0]["args"]["amount"] == 5
+    text = await cli(cli_env, "runs", "show", run["run_id"])
+    assert "completed" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["decide", "not-an-id", "approve", "--as", "bob"], 2, "not a valid request id"),
+        (["decide", str(uuid.uuid4()), "approve", "--as", "bob"], 4, "does not exist"),
+        (["runs", "start", "refund", "--input", "{not json"], 2, "--input is not valid JSON"),
+        (["runs", "start", "refund", "--input", '{"msg": 1}'], 2, "invalid run input"),
+        (["runs", "start", "nope", "--input", '{"message": "x"}'], 4, "unknown graph"),
+        (["runs", "show", "abc", "--json"], 4, "does not exist"),
+        (["runs", "show", str(uuid.uuid4())], 4, "does not exist"),
+    ],
+)
+async def test_errors_are_one_line_with_their_exit_code(
+    cli_env: dict[str, str], args: list[str], code: int, message: str
+) -> None:
+    result = await cli(cli_env, *args)
+    assert result.code == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert result.stdout == ""
+
+
+async def test_decide_exit_codes_for_a_decided_request(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="alice")
+    first = await cli(cli_env, "decide", run.pending[0], "reject", "--reason", "no", "--as", "a")
+    assert first.code == 0
+    again = await cli(cli_env, "decide", run.pending[0], "approve", "--as", "b")
+    assert again.code == 3
+    assert "no longer pending (status: rejected)" in again.stderr
+    invalid = await cli(cli_env, "decide", run.pending[0], "reject", "--as", "b")
+    assert invalid.code == 2
+    assert "needs a reason" in invalid.stderr
+
+
+async def test_an_unreachable_database_is_one_clear_line(cli_env: dict[str, str]) -> None:
+    env = {**cli_env, "APPROVALS_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    result = await cli(env, "pending", "list")
+    assert result.code == 1
+    assert result.stderr.startswith("error: database unavailable")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+async def test_the_demo_pauses_and_finishes_once_decided(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    demo = await spawn(cli_env, "demo")
+    assert demo.stdout is not None
+    request_id = None
+    seen = []
+    while request_id is None:
+        line = (await asyncio.wait_for(demo.stdout.readline(), 120)).decode()
+        assert line, f"demo ended early: {''.join(seen)}"
+        seen.append(line)
+        found = re.search(r"approvals decide ([0-9a-f-]{36}) approve", line)
+        if found:
+            request_id = found.group(1)
+    decided = await cli(cli_env, "decide", request_id, "approve", "--as", "demo:approver")
+    assert decided.code == 0, decided.stderr
+    rest, _ = await asyncio.wait_for(demo.communicate(), 120)
+    assert demo.returncode == 0
+    assert "is completed" in rest.decode()
+    request = await engine.requests.get(request_id)
+    assert request is not None
+    assert len(await side_effects(engine, request.run_id, request.call_id)) == 1
+    assert json.loads(decided.stdout)["request_id"] == request_id
+
+
+async def test_an_unmigrated_database_says_to_upgrade(
+    admin_url: str, cli_env: dict[str, str]
+) -> None:
+    from tests.conftest import _admin, with_database
+
+    name = f"approvals_empty_{uuid.uuid4().hex[:8]}"
+    await _admin(admin_url, f"CREATE DATABASE {name}")
+    try:
+        env = {**cli_env, "APPROVALS_DATABASE_URL": with_database(admin_url, name)}
+        result = await cli(env, "pending", "list")
+        assert result.code == 1
+        assert "approvals db upgrade" in result.stderr
+        upgraded = await cli(env, "db", "upgrade")
+        assert upgraded.code == 0, upgraded.stderr
+        assert (await cli(env, "db", "upgrade")).code == 0
+        assert (await cli(env, "pending", "list", "--json")).json() == []
+    finally:
+        await _admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

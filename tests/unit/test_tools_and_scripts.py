@@ -1,0 +1,100 @@
+"""Tools carry their schema; example models are deterministic functions of the conversation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from pydantic import Field, ValidationError
+
+from approvals.errors import InvalidRunInput
+from graphs.examples.email import email_script
+from graphs.examples.refund import refund_script
+from graphs.interceptors import EscalateSensitiveTools
+from graphs.runner import parse_input
+from graphs.tools import ToolCall, governed_tool
+
+
+def test_governed_tool_schema_comes_from_type_hints() -> None:
+    @governed_tool(sensitive=True)
+    async def transfer(call: ToolCall, iban: str, amount: float = Field(gt=0)) -> dict[str, str]:
+        """Move money."""
+        return {}
+
+    schema = transfer.args_schema()
+    assert schema["required"] == ["iban", "amount"]
+    assert schema["properties"]["amount"]["exclusiveMinimum"] == 0
+    assert schema["additionalProperties"] is False
+    assert transfer.sensitive
+    assert transfer.description == "Move money."
+    with pytest.raises(ValidationError):
+        transfer.validate({"iban": "x", "amount": 0})
+    with pytest.raises(ValidationError):
+        transfer.validate({"iban": "x", "amount": 1, "memo": "extra"})
+
+
+def test_a_tool_must_take_the_call_first() -> None:
+    with pytest.raises(TypeError):
+
+        @governed_tool()
+        async def wrong(amount: float) -> None:
+            return None
+
+
+def test_refund_script_walks_lookup_refund_report() -> None:
+    first = refund_script([HumanMessage("refund 1001 and 1003")])
+    assert [c["name"] for c in first.tool_calls] == ["lookup_order", "lookup_order"]
+    lookups = [
+        ToolMessage(
+            json.dumps({"order_id": "1001", "paid": 25.0, "status": "paid"}),
+            tool_call_id="lookup-1001",
+            name="lookup_order",
+        ),
+        ToolMessage(
+            json.dumps({"order_id": "1003", "paid": 0.0, "status": "unpaid"}),
+            tool_call_id="lookup-1003",
+            name="lookup_order",
+        ),
+    ]
+    second = refund_script([HumanMessage("refund 1001 and 1003"), first, *lookups])
+    assert [c["args"]["order_id"] for c in second.tool_calls] == ["1001"]
+    assert second.tool_calls[0]["id"] == "refund-1001"
+    refunded = ToolMessage(
+        json.dumps({"order_id": "1001", "amount": 25.0, "refund_id": "x"}),
+        tool_call_id="refund-1001",
+        name="issue_refund",
+    )
+    third = refund_script([HumanMessage("refund 1001 and 1003"), first, *lookups, second, refunded])
+    assert third.content == "Refunded 25.00 on order 1001."
+    assert not third.tool_calls
+
+
+def test_email_script_drafts_then_sends() -> None:
+    ask = HumanMessage("Email bob@example.com about the launch")
+    first = email_script([ask])
+    assert first.tool_calls[0]["name"] == "draft_email"
+    assert first.tool_calls[0]["args"] == {"to": "bob@example.com", "subject": "the launch"}
+    draft = ToolMessage(
+        json.dumps({"to": "bob@example.com", "subject": "the launch", "body": "b"}),
+        tool_call_id="draft-1",
+        name="draft_email",
+    )
+    second = email_script([ask, first, draft])
+    assert second.tool_calls[0]["name"] == "send_email"
+    assert isinstance(email_script([HumanMessage("hello")]), AIMessage)
+
+
+def test_only_sensitive_tools_escalate() -> None:
+    interceptor = EscalateSensitiveTools(["issue_refund"])
+    ctx = {"interception_point": "pre_tool_call", "tool_call": {"name": "issue_refund"}}
+    assert interceptor.intercept(ctx).is_liftable
+    ctx["tool_call"] = {"name": "lookup_order"}
+    assert interceptor.intercept(ctx).decision.permits
+    assert interceptor.intercept({"interception_point": "output"}).decision.permits
+
+
+@pytest.mark.parametrize("value", [None, [], {"message": "  "}, {"message": "x" * 20_001}])
+def test_run_input_must_be_a_message(value: object) -> None:
+    with pytest.raises(InvalidRunInput):
+        parse_input(value)
