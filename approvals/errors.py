@@ -94,6 +94,14 @@ class InvalidRunInput(ApprovalsError):
         super().__init__(f"invalid run input: {detail}")
 
 
+class ThreadBusy(ApprovalsError):
+    """A thread whose earlier run still waits for decisions cannot take new input."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"thread {thread_id!r} has a run waiting for decisions; decide it first")
+
+
 class DatabaseUnavailable(ApprovalsError):
     """The database cannot be reached or refused the connection."""
 

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from approvals.errors import InvalidRunInput, RunNotFound
+from approvals.errors import InvalidRunInput, RunNotFound, ThreadBusy
 from approvals.model import JobStatus, RunStatus
 from approvals.ports import ApprovalRequests, ClaimedJob, Runs, ThreadLocks
 from graphs.registry import GraphRegistry
@@ -85,15 +85,23 @@ class Runner:
         graph = self._registry.get(graph_name)
         run_id = str(uuid.uuid4())
         thread_id = thread_id or run_id
-        await self._runs.create(
-            run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=input
-        )
         payload = {
             "messages": [HumanMessage(content=message)],
             "run_id": run_id,
             "started_by": principal,
         }
         async with self._locks.hold(thread_id):
+            state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+            if state.next:
+                # New input would start past the calls still waiting for a human.
+                raise ThreadBusy(thread_id)
+            await self._runs.create(
+                run_id=run_id,
+                thread_id=thread_id,
+                graph=graph_name,
+                started_by=principal,
+                input=input,
+            )
             return await self._invoke(graph, payload, run_id, thread_id)
 
     async def resume(self, claimed: ClaimedJob) -> RunOutcome | None:
@@ -117,16 +125,22 @@ class Runner:
             ),
             None,
         )
-        if interrupt_id is None:
+        payload: Any
+        if interrupt_id is not None:
+            ref = {"request_id": job.request_id, "decision_id": job.decision_id}
+            payload = Command(resume={interrupt_id: ref})
+        elif state.next and not any(task.interrupts for task in state.tasks):
+            # A step was cut short by a crash after the request was recorded and before its
+            # interrupt was checkpointed: continue the step. Its tool calls read their
+            # decisions from the database, and the ledger keeps each to one execution.
+            payload = None
+        else:
             # Already resumed (by a sibling call's resume, or a worker that died after the
             # checkpoint): nothing to do, and doing it again would be the double execution.
             await claimed.complete(JobStatus.SKIPPED)
             return None
         await self._runs.set_status(run.id, RunStatus.RUNNING)
-        ref = {"request_id": job.request_id, "decision_id": job.decision_id}
-        outcome = await self._invoke(
-            graph, Command(resume={interrupt_id: ref}), run.id, job.thread_id
-        )
+        outcome = await self._invoke(graph, payload, run.id, job.thread_id)
         await claimed.complete(
             JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
             outcome.error,

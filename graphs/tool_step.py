@@ -19,6 +19,7 @@ from agent_hooks import (
     Interceptor,
 )
 from langchain_core.messages import ToolMessage
+from langgraph.errors import GraphBubbleUp
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
@@ -199,6 +200,8 @@ class ToolStep:
         try:
             result = await tool.fn(args, call)
             json.dumps(result)
+        except GraphBubbleUp:
+            raise
         except Exception as exc:  # a tool's own failure is reported to the model
             message = f"{type(exc).__name__}: {exc}"[:500]
             await ledger.finish(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from approvals.errors import ApprovalsError
+from approvals.errors import ApprovalsError, GraphLoadError, GraphNotFound
 from approvals.ports import ResumeQueue
 from graphs.runner import Runner
 
@@ -41,6 +41,10 @@ class Worker:
             log.info("resuming run %s for request %s", claimed.job.run_id, claimed.job.request_id)
             try:
                 await self._runner.resume(claimed)
+            except (GraphNotFound, GraphLoadError):
+                # This worker cannot build the run's graph (its configuration lacks it). The
+                # job stays queued, for a worker that can, and the error surfaces.
+                raise
             except ApprovalsError as exc:
                 log.error("job %s failed: %s", claimed.job.id, exc)
                 await claimed.complete("failed", str(exc))

@@ -57,11 +57,11 @@ def open_pool(
     )
 
 
-async def check_connection(url: str, timeout: int = 10) -> None:
+async def check_connection(url: str, connect_seconds: int = 10) -> None:
     """Connect once, so that a wrong URL fails at once with the server's own reason instead of
     a pool retrying in the background."""
     with translated_errors():
-        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=timeout)
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=connect_seconds)
         await conn.close()
 
 

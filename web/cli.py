@@ -1,8 +1,8 @@
 """The ``approvals`` command line: a composition root like the web app.
 
 JSON goes to stdout where a command promises it; errors are one line on stderr. Exit codes:
-0 success, 1 failure (database unreachable, run failed), 2 invalid input, 3 request no longer
-pending, 4 not found.
+0 success, 1 failure (database unreachable, run failed), 2 invalid input, 3 conflict (request no
+longer pending, thread still waiting), 4 not found.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from approvals.errors import (
     RequestNotFound,
     RequestNotPending,
     RunNotFound,
+    ThreadBusy,
 )
 from approvals.model import RequestStatus, RunStatus
 from storage.migrate import upgrade
@@ -53,7 +54,7 @@ EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
 
 
 def _exit_code(exc: ApprovalsError) -> int:
-    if isinstance(exc, RequestNotPending):
+    if isinstance(exc, RequestNotPending | ThreadBusy):
         return EXIT_NOT_PENDING
     if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
         return EXIT_NOT_FOUND

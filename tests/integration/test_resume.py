@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from approvals.errors import ThreadBusy
 from approvals.model import ExecutionStatus, JobStatus, RequestStatus, ResumeJob
 from tests.integration.helpers import scalar, side_effects, start_refund
 from web.engine import Engine, open_engine
@@ -180,3 +183,44 @@ async def test_allowed_tools_run_without_a_request(engine: Engine) -> None:
     assert out.status == "completed"
     assert out.pending == []
     assert await scalar(engine, "select count(*) from approval_requests") == 0
+
+
+async def test_a_step_cut_short_after_the_request_was_recorded_is_continued(
+    engine: Engine,
+) -> None:
+    # What a crash between recording the request and checkpointing its interrupt leaves: a
+    # pending request, and a step whose task has no interrupt written.
+    run = await start_refund(engine)
+    async with engine.db.pool.connection() as conn:
+        await conn.execute(
+            "delete from checkpoint_writes where thread_id = %s and channel = '__interrupt__'",
+            (run.thread_id,),
+        )
+    graph = engine.registry.get("refund")
+    state = await graph.aget_state({"configurable": {"thread_id": run.thread_id}})
+    assert state.next == ("tools",)
+    assert not any(task.interrupts for task in state.tasks)
+
+    await engine.decide(run.pending[0], "approve", principal="bob")
+    assert await engine.worker.drain() == 1
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    done = await engine.runs.get(run.run_id)
+    assert done is not None
+    assert done.status == "completed"
+
+
+async def test_new_input_on_a_thread_that_waits_is_refused(engine: Engine) -> None:
+    run = await start_refund(engine)
+    with pytest.raises(ThreadBusy):
+        await engine.runner.start(
+            "refund", {"message": "refund 1002"}, principal="alice", thread_id=run.thread_id
+        )
+    assert await scalar(engine, "select count(*) from runs") == 1
+    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.worker.drain()
+    # Once the thread is done, the conversation can go on.
+    follow_up = await engine.runner.start(
+        "refund", {"message": "refund 1002"}, principal="alice", thread_id=run.thread_id
+    )
+    assert follow_up.status == "waiting"
+    assert follow_up.thread_id == run.thread_id
