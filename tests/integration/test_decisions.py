@@ -155,3 +155,36 @@ async def test_the_decision_is_logged_with_its_principal(engine: Engine) -> None
     assert decided[0]["principal"] == "rob"
     assert decided[0]["data"]["decision"] == "reject"
     assert decided[0]["data"]["identity"].startswith("jcs-sha256:")
+
+
+async def test_a_changed_call_supersedes_its_old_request(engine: Engine) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from approvals.ports import NewRequest
+
+    run = await start_refund(engine)
+    old = await engine.requests.get(run.pending[0])
+    assert old is not None
+    changed = NewRequest(
+        run_id=old.run_id,
+        thread_id=old.thread_id,
+        call_id=old.call_id,
+        tool=old.tool,
+        shown={**old.shown, "args": {**old.shown["args"], "amount": 1.0}},
+        args_schema=old.args_schema,
+        identity="jcs-sha256:" + "0" * 64,
+        reason=old.reason,
+        requested_by=old.requested_by,
+        expires_at=datetime.now(UTC) + timedelta(hours=1),
+    )
+    new = await engine.requests.record_pending(changed)
+    assert new.id != old.id
+    assert new.status is RequestStatus.PENDING
+    again = await engine.requests.record_pending(changed)
+    assert again.id == new.id  # recording the same call twice is one request
+    with pytest.raises(RequestNotPending) as info:
+        await engine.decide(old.id, "approve", principal="bob")
+    assert info.value.status == "superseded"
+    kinds = [e["kind"] for e in await engine.audit.for_run(run.run_id)]
+    assert kinds.count("request.superseded") == 1
+    assert kinds.count("request.created") == 2
