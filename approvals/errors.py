@@ -60,6 +60,14 @@ class EditedArgumentsInvalid(ApprovalsError):
         super().__init__(f"edited arguments for request {request_id} are invalid: {first}")
 
 
+class InvalidRunId(ApprovalsError):
+    """A run id that the engine could never have issued."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+        super().__init__(f"not a valid run id: {value[:80]!r}")
+
+
 class RunNotFound(ApprovalsError):
     """A run id that names no run."""
 

@@ -179,6 +179,7 @@ class Run:
     status: RunStatus
     started_by: str
     error: str | None
+    answer: str | None
     created_at: datetime
     updated_at: datetime
 
@@ -191,6 +192,7 @@ class Run:
             status=RunStatus(row["status"]),
             started_by=row["started_by"],
             error=row["error"],
+            answer=row["answer"],
             created_at=row["created_at"],
             updated_at=row["updated_at"],
         )

@@ -106,7 +106,7 @@ class Runs(Protocol):
     async def get(self, run_id: str) -> Run | None: ...
 
     async def set_status(
-        self, run_id: str, status: RunStatus, error: str | None = None
+        self, run_id: str, status: RunStatus, error: str | None = None, answer: str | None = None
     ) -> None: ...
 
 

@@ -639,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles", type=int, default=200, help="cycles per variant at c=1")
     parser.add_argument("--lanes", type=int, default=16, help="concurrency of the second plan")
     parser.add_argument("--per-lane", type=int, default=25, help="cycles per lane at c=16")
-    parser.add_argument("--rounds", type=int, default=10, help="alternating rounds at c=1")
+    parser.add_argument("--rounds", type=int, default=40, help="alternating rounds at c=1")
     parser.add_argument("--rounds-c16", type=int, default=5, help="alternating rounds at c=16")
     parser.add_argument("--warmup", type=int, default=20, help="warm-up cycles per variant")
     parser.add_argument("--pool-size", type=int, default=0, help="override pool_max_size")

@@ -35,11 +35,17 @@ class StoredDecisionResolver:
         self.escalation: Verdict | None = None
         self.request: StoredRequest | None = None
         self.decision: StoredDecision | None = None
+        self.failed = False
 
     @property
     def awaiting_human(self) -> bool:
         """The seam was consulted and no human has decided this call yet."""
-        return self.escalation is not None and self.decision is None and not self.expired
+        return (
+            self.escalation is not None
+            and not self.failed
+            and self.decision is None
+            and not self.expired
+        )
 
     @property
     def expired(self) -> bool:
@@ -47,6 +53,15 @@ class StoredDecisionResolver:
 
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
         self.escalation = request.verdict
+        try:
+            return await self._resolve(request)
+        except BaseException:
+            # Reading the decision failed (or timed out): not "no decision yet". The caller
+            # must not pause again on a call that may already be decided.
+            self.failed = True
+            raise
+
+    async def _resolve(self, request: ApprovalRequest) -> ApprovalResolution:
         echo = request.context_identity
         stored = await self._requests.find(self._run_id, self._call_id, self._identity)
         self.request = stored

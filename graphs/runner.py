@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from approvals.errors import InvalidRunInput, RunNotFound, ThreadBusy
+from approvals.errors import DatabaseUnavailable, InvalidRunInput, RunNotFound, ThreadBusy
 from approvals.model import JobStatus, RunStatus
 from approvals.ports import ApprovalRequests, ClaimedJob, Runs, ThreadLocks
 from graphs.registry import GraphRegistry
@@ -69,7 +70,9 @@ class Runner:
         runs: Runs,
         requests: ApprovalRequests,
         locks: ThreadLocks,
+        transient: Callable[[BaseException], bool] = lambda exc: False,
     ) -> None:
+        self._transient = transient
         self._registry = registry
         self._runs = runs
         self._requests = requests
@@ -154,6 +157,10 @@ class Runner:
         try:
             await graph.ainvoke(payload, config)
         except Exception as exc:  # a host failure stops the run, visibly
+            if isinstance(exc, DatabaseUnavailable) or self._transient(exc):
+                # The database went away mid-step: nothing is lost (the step re-runs from its
+                # checkpoint), so leave the run as it is for the job to be retried.
+                raise DatabaseUnavailable(f"{type(exc).__name__}: {exc}") from exc
             log.exception("run %s failed", run_id)
             error = f"{type(exc).__name__}: {exc}"[:1000]
             await self._runs.set_status(run_id, RunStatus.FAILED, error)
@@ -178,12 +185,12 @@ class Runner:
         status = RunStatus.WAITING if pending else RunStatus.COMPLETED
         if not pending and state.next:
             status = RunStatus.WAITING
-        await self._runs.set_status(run_id, status)
         answer = None
         messages = state.values.get("messages") if isinstance(state.values, dict) else None
         if status is RunStatus.COMPLETED and messages:
             content = messages[-1].content
             answer = content if isinstance(content, str) else None
+        await self._runs.set_status(run_id, status, answer=answer)
         return RunOutcome(
             run_id=run_id, thread_id=thread_id, status=status, pending=pending, answer=answer
         )

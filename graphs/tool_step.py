@@ -23,6 +23,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.types import interrupt
 from pydantic import ValidationError
 
+from approvals.errors import DatabaseUnavailable
 from approvals.identity import call_identity, idempotency_key
 from approvals.model import ExecutionStatus
 from approvals.ports import NewRequest
@@ -97,6 +98,12 @@ class ToolStep:
         try:
             outcome = await self._emitter(resolver).emit(ctx)
         except InterceptionBlocked as blocked:
+            if resolver.failed:
+                # The decision could not be read: fail the step so it is retried, rather than
+                # deny a call a human may have approved or pause on one already decided.
+                raise DatabaseUnavailable(
+                    f"could not read the decision for call {call_id}"
+                ) from blocked
             if resolver.awaiting_human:
                 await self._pause(
                     tool, resolver, call_id, args, identity, run_id, thread_id, principal

@@ -8,13 +8,20 @@ serialises the steps of one run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
-from approvals.errors import ApprovalsError, GraphLoadError, GraphNotFound
+from approvals.errors import ApprovalsError, DatabaseUnavailable, GraphLoadError, GraphNotFound
+from approvals.model import JobStatus
 from approvals.ports import ResumeQueue
 from graphs.runner import Runner
 
 log = logging.getLogger("approvals.worker")
+
+# Errors that say "not now" or "not here", not "never": the job is left queued (its claim is
+# rolled back) for a later try or for a worker that can build the graph.
+RETRYABLE = (DatabaseUnavailable, GraphNotFound, GraphLoadError)
+MAX_BACKOFF = 30.0
 
 
 class Worker:
@@ -34,39 +41,59 @@ class Worker:
         self._poll_interval = poll_interval
 
     async def process_one(self) -> bool:
-        """Claim and resume one job. ``False`` when the queue had nothing claimable."""
+        """Claim and resume one job. ``False`` when the queue had nothing claimable.
+
+        Raises a ``RETRYABLE`` error with the job left queued."""
         async with self._queue.claim() as claimed:
             if claimed is None:
                 return False
             log.info("resuming run %s for request %s", claimed.job.run_id, claimed.job.request_id)
             try:
                 await self._runner.resume(claimed)
-            except (GraphNotFound, GraphLoadError):
-                # This worker cannot build the run's graph (its configuration lacks it). The
-                # job stays queued, for a worker that can, and the error surfaces.
+            except RETRYABLE:
                 raise
             except ApprovalsError as exc:
                 log.error("job %s failed: %s", claimed.job.id, exc)
-                await claimed.complete("failed", str(exc))
+                await claimed.complete(JobStatus.FAILED, str(exc))
             return True
 
-    async def _lane(self) -> int:
-        done = 0
-        while await self.process_one():
-            done += 1
-        return done
+    async def drain(self, stop: asyncio.Event | None = None) -> int:
+        """Resume what is queued (until ``stop`` is set); return how many jobs were processed.
 
-    async def drain(self) -> int:
-        """Resume everything queued now; return how many jobs were processed."""
-        counts = await asyncio.gather(*(self._lane() for _ in range(self._concurrency)))
+        On a retryable error the lanes stop claiming, finish what they hold, and the first
+        error is raised."""
+        halt = asyncio.Event()
+        errors: list[ApprovalsError] = []
+
+        async def lane() -> int:
+            done = 0
+            while not halt.is_set() and not (stop is not None and stop.is_set()):
+                try:
+                    if not await self.process_one():
+                        break
+                except RETRYABLE as exc:
+                    errors.append(exc)
+                    halt.set()
+                    break
+                done += 1
+            return done
+
+        counts = await asyncio.gather(*(lane() for _ in range(self._concurrency)))
+        if errors:
+            raise errors[0]
         return sum(counts)
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Work until ``stop`` is set."""
+        """Work until ``stop`` is set; in-flight resumes finish first."""
+        backoff = self._poll_interval
         while not stop.is_set():
             try:
-                await self.drain()
-                await self._queue.wait(self._poll_interval)
-            except ApprovalsError as exc:
-                log.error("worker: %s; retrying", exc)
-                await asyncio.sleep(self._poll_interval)
+                await self.drain(stop)
+                backoff = self._poll_interval
+                if not stop.is_set():
+                    await self._queue.wait(self._poll_interval)
+            except RETRYABLE as exc:
+                log.error("worker: %s; retrying in %.0fs", exc, backoff)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)

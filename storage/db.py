@@ -31,6 +31,12 @@ def translated_errors() -> Iterator[None]:
         ) from exc
 
 
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failure is the database being unreachable (worth retrying), whoever raised it
+    (the engine's repositories or LangGraph's saver)."""
+    return isinstance(exc, psycopg.OperationalError | DatabaseUnavailable)
+
+
 def json(value: Any) -> Jsonb:
     """Wrap a value for a jsonb parameter."""
     return Jsonb(value)

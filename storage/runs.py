@@ -39,8 +39,13 @@ class PgRuns:
         row = await self._db.one("get_run", {"id": run_id})
         return Run.from_row(row) if row else None
 
-    async def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
-        await self._db.run("set_run_status", {"id": run_id, "status": status.value, "error": error})
+    async def set_status(
+        self, run_id: str, status: RunStatus, error: str | None = None, answer: str | None = None
+    ) -> None:
+        await self._db.run(
+            "set_run_status",
+            {"id": run_id, "status": status.value, "error": error, "answer": answer},
+        )
 
 
 class PgToolLedger:

@@ -25,6 +25,7 @@ from approvals.errors import (
     GraphNotFound,
     InvalidDecision,
     InvalidRequestId,
+    InvalidRunId,
     InvalidRunInput,
     RequestNotFound,
     RequestNotPending,
@@ -34,7 +35,7 @@ from approvals.errors import (
 from approvals.model import RequestStatus, RunStatus
 from storage.migrate import upgrade
 from web.engine import Engine, open_engine
-from web.settings import Settings, load_settings
+from web.settings import Settings, check_pool_size, load_settings
 
 T = TypeVar("T")
 
@@ -59,7 +60,12 @@ def _exit_code(exc: ApprovalsError) -> int:
     if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
         return EXIT_NOT_FOUND
     if isinstance(
-        exc, InvalidRequestId | InvalidDecision | EditedArgumentsInvalid | InvalidRunInput
+        exc,
+        InvalidRequestId
+        | InvalidRunId
+        | InvalidDecision
+        | EditedArgumentsInvalid
+        | InvalidRunInput,
     ):
         return EXIT_INVALID
     return EXIT_FAILURE
@@ -90,11 +96,19 @@ def database_url(settings: Settings) -> tuple[str, bool]:
     return start_embedded(settings.data_dir / "pg"), True
 
 
-def run_async(fn: Callable[[Engine], Awaitable[T]], *, migrate: bool = False) -> T:
+def run_async(
+    fn: Callable[[Engine], Awaitable[T]],
+    *,
+    migrate: bool = False,
+    settings_update: dict[str, Any] | None = None,
+) -> T:
     """Open the engine for one command and map engine errors to exit codes."""
 
     async def main() -> T:
         settings = load_settings()
+        if settings_update:
+            settings = settings.model_copy(update=settings_update)
+            check_pool_size(settings.pool_max_size, settings.worker_concurrency)
         url, embedded = database_url(settings)
         if migrate or embedded:
             await upgrade(url)
@@ -155,9 +169,11 @@ async def run_report(engine: Engine, run_id: str) -> dict[str, Any]:
     import uuid
 
     try:
-        uuid.UUID(run_id)
+        valid = str(uuid.UUID(run_id)) == run_id
     except ValueError:
-        raise RunNotFound(run_id) from None
+        valid = False
+    if not valid:
+        raise InvalidRunId(run_id)
     run = await engine.runs.get(run_id)
     if run is None:
         raise RunNotFound(run_id)
@@ -170,6 +186,7 @@ async def run_report(engine: Engine, run_id: str) -> dict[str, Any]:
         "status": run.status.value,
         "started_by": run.started_by,
         "error": run.error,
+        "answer": run.answer,
         "pending": [r.id for r in requests if r.status is RequestStatus.PENDING],
         "requests": [
             {"id": r.id, "call_id": r.call_id, "tool": r.tool, "status": r.status.value}
@@ -190,6 +207,10 @@ def runs_show(
         emit_json(report)
         return
     typer.echo(f"run {report['run_id']} ({report['graph']}): {report['status']}")
+    if report["answer"]:
+        typer.echo(f"  answer: {report['answer']}")
+    if report["error"]:
+        typer.echo(f"  error: {report['error']}")
     for r in report["requests"]:
         typer.echo(f"  request {r['id']}  {r['tool']}  {r['call_id']}  {r['status']}")
     for e in report["tool_executions"]:
@@ -264,8 +285,6 @@ def worker_command(
 
     async def main(engine: Engine) -> int:
         worker = engine.worker
-        if concurrency is not None:
-            worker = type(worker)(runner=engine.runner, queue=engine.queue, concurrency=concurrency)
         if drain:
             return await worker.drain()
         stop = asyncio.Event()
@@ -273,7 +292,8 @@ def worker_command(
         await worker.run(stop)
         return 0
 
-    done = run_async(main)
+    update = {"worker_concurrency": concurrency} if concurrency is not None else None
+    done = run_async(main, settings_update=update)
     if drain:
         typer.echo(json.dumps({"resumed": done}))
 
@@ -328,6 +348,8 @@ def demo_command(
 
     report = run_async(main, migrate=True)
     typer.echo(f"\nRun {report['run_id']} is {report['status']}.")
+    if report["answer"]:
+        typer.echo(f"The agent answered: {report['answer']}")
     for e in report["tool_executions"]:
         typer.echo(f"  {e['tool']} ({e['call_id']}): {e['status']}")
 

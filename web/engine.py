@@ -17,7 +17,7 @@ from graphs.registry import GraphRegistry
 from graphs.runner import Runner
 from graphs.worker import Worker
 from storage.audit import PgAuditLog
-from storage.db import Database, check_connection, open_pool, translated_errors
+from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
 from storage.queue import PgResumeQueue, PgThreadLocks
 from storage.requests import PgApprovalRequests, PgDecisions
 from storage.runs import PgRuns, PgSideEffects, PgToolLedger
@@ -86,7 +86,13 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             request_ttl=timedelta(seconds=settings.request_ttl_seconds),
         )
         registry = GraphRegistry(deps, settings.graph_entries())
-        runner = Runner(registry=registry, runs=runs, requests=requests, locks=PgThreadLocks(db))
+        runner = Runner(
+            registry=registry,
+            runs=runs,
+            requests=requests,
+            locks=PgThreadLocks(db),
+            transient=is_transient,
+        )
         worker = Worker(runner=runner, queue=queue, concurrency=settings.worker_concurrency)
         yield Engine(
             url=url,

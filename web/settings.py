@@ -6,8 +6,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from approvals.errors import ConfigurationError
 
@@ -24,6 +24,11 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=4, ge=1, le=64)
     pool_max_size: int = Field(default=20, ge=2, le=500)
     graphs: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _pool_fits_workers(self) -> Settings:
+        check_pool_size(self.pool_max_size, self.worker_concurrency)
+        return self
 
     def graph_entries(self) -> dict[str, str]:
         """Registry entries: ``[graphs]`` of the config file, then ``APPROVALS_GRAPHS``."""
@@ -45,9 +50,21 @@ class Settings(BaseSettings):
         return entries
 
 
+def check_pool_size(pool_max_size: int, concurrency: int) -> None:
+    """Each resume holds a connection for its claim and needs more for the run itself."""
+    needed = 2 * concurrency + 2
+    if pool_max_size < needed:
+        raise ConfigurationError(
+            f"a pool of {pool_max_size} connections is too small for {concurrency} concurrent "
+            f"resumes; give APPROVALS_POOL_MAX_SIZE at least {needed}"
+        )
+
+
 def load_settings() -> Settings:
     try:
         return Settings()
+    except SettingsError as exc:
+        raise ConfigurationError(str(exc)) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])

@@ -23,6 +23,7 @@ def upgrade() -> None:
             started_by text NOT NULL,
             input jsonb NOT NULL,
             error text,
+            answer text,
             created_at timestamptz NOT NULL DEFAULT now(),
             updated_at timestamptz NOT NULL DEFAULT now()
         );

@@ -9,7 +9,10 @@ RETURNING *;
 SELECT * FROM runs WHERE id = %(id)s;
 
 -- name: set_run_status
-UPDATE runs SET status = %(status)s, error = %(error)s, updated_at = now() WHERE id = %(id)s;
+UPDATE runs
+   SET status = %(status)s, error = %(error)s, answer = COALESCE(%(answer)s, answer),
+       updated_at = now()
+ WHERE id = %(id)s;
 
 -- name: supersede_other_pending
 UPDATE approval_requests

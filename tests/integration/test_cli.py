@@ -95,7 +95,8 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
         (["runs", "start", "refund", "--input", "{not json"], 2, "--input is not valid JSON"),
         (["runs", "start", "refund", "--input", '{"msg": 1}'], 2, "invalid run input"),
         (["runs", "start", "nope", "--input", '{"message": "x"}'], 4, "unknown graph"),
-        (["runs", "show", "abc", "--json"], 4, "does not exist"),
+        (["runs", "show", "abc", "--json"], 2, "not a valid run id"),
+        (["worker", "--drain", "--concurrency", "30"], 1, "APPROVALS_POOL_MAX_SIZE"),
         (["runs", "show", str(uuid.uuid4())], 4, "does not exist"),
     ],
 )
@@ -175,3 +176,19 @@ async def test_an_unmigrated_database_says_to_upgrade(
         assert (await cli(env, "pending", "list", "--json")).json() == []
     finally:
         await _admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+async def test_malformed_configuration_is_one_clear_line(cli_env: dict[str, str]) -> None:
+    result = await cli({**cli_env, "APPROVALS_GRAPHS": "{not json"}, "pending", "list")
+    assert result.code == 1
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "graphs" in result.stderr
+
+
+async def test_runs_show_reports_the_final_answer(engine: Engine, cli_env: dict[str, str]) -> None:
+    run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="alice")
+    await engine.decide(run.pending[0], "reject", principal="bob", reason="not eligible")
+    await engine.worker.drain()
+    report = (await cli(cli_env, "runs", "show", run.run_id, "--json")).json()
+    assert report["status"] == "completed"
+    assert "not eligible" in report["answer"]

@@ -224,3 +224,61 @@ async def test_new_input_on_a_thread_that_waits_is_refused(engine: Engine) -> No
     )
     assert follow_up.status == "waiting"
     assert follow_up.thread_id == run.thread_id
+
+
+async def test_a_worker_without_the_graph_leaves_the_job_queued(
+    engine: Engine, database_url: str, tmp_path: object
+) -> None:
+    from approvals.errors import GraphLoadError
+
+    run = await start_refund(engine)
+    await engine.decide(run.pending[0], "approve", principal="bob")
+    misconfigured = Settings(database_url=database_url, graphs={"refund": "nowhere:build"})
+    async with open_engine(database_url, misconfigured) as other:
+        with pytest.raises(GraphLoadError):
+            await other.worker.drain()
+    assert await scalar(engine, "select status from resume_queue") == "queued"
+    assert await engine.worker.drain() == 1
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+
+
+async def test_a_database_failure_mid_resume_leaves_the_job_for_a_retry(
+    engine: Engine, admin_url: str, database_url: str
+) -> None:
+    import psycopg
+
+    from approvals.errors import DatabaseUnavailable
+
+    run = await start_refund(engine)
+    await engine.decide(run.pending[0], "approve", principal="bob")
+    name = database_url.rsplit("/", 1)[1]
+
+    async def cut_connections() -> None:
+        # Kill every other backend of this database while the worker resumes.
+        async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+            await conn.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity "
+                "where datname = %s and pid <> pg_backend_pid()",
+                (name,),
+            )
+
+    original = engine.ledger.begin
+
+    async def begin_then_cut(**kwargs: object) -> object:
+        if kwargs.get("call_id") == "refund-1001":
+            await cut_connections()
+        return await original(**kwargs)  # type: ignore[arg-type]
+
+    engine.ledger.begin = begin_then_cut  # type: ignore[method-assign]
+    try:
+        with pytest.raises(DatabaseUnavailable):
+            await engine.worker.drain()
+    finally:
+        engine.ledger.begin = original  # type: ignore[method-assign]
+    await engine.db.pool.check()
+    assert await scalar(engine, "select status from resume_queue") == "queued"
+    assert await engine.worker.drain() == 1
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    done = await engine.runs.get(run.run_id)
+    assert done is not None
+    assert done.status == "completed"
