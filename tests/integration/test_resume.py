@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -251,7 +252,7 @@ async def test_a_database_failure_mid_resume_leaves_the_job_for_a_retry(
 
     run = await start_refund(engine)
     await engine.decide(run.pending[0], "approve", principal="bob")
-    name = database_url.rsplit("/", 1)[1]
+    name = urlsplit(database_url).path.lstrip("/")
 
     async def cut_connections() -> None:
         # Kill every other backend of this database while the worker resumes.
