@@ -17,6 +17,7 @@ from approvals.model import (
     Decision,
     DecisionKind,
     ExecutionStatus,
+    JobStatus,
     ResumeJob,
     Run,
     RunStatus,
@@ -38,26 +39,20 @@ class NewRequest:
     reason: str | None
     requested_by: str
     expires_at: datetime
+    state_version: str | None = None
 
 
 class ApprovalRequests(Protocol):
-    async def record_pending(self, new: NewRequest) -> ApprovalRequest:
-        """Idempotently record a pending call keyed by (run, call, identity).
+    async def open(self, new: NewRequest) -> tuple[ApprovalRequest, Decision | None]:
+        """The request for this exact call (run, call, identity), recorded if it is new, with
+        its decision if one was made.
 
-        An earlier pending request for the same call with another identity is superseded.
-        Returns the stored request, whatever its status now is.
+        Recording supersedes an earlier pending request for the same call with another
+        identity. Idempotent: opening the same call again returns the same request.
         """
         ...
 
-    async def find(self, run_id: str, call_id: str, identity: str) -> ApprovalRequest | None: ...
-
     async def get(self, request_id: str) -> ApprovalRequest | None: ...
-
-    async def decision_for(self, request_id: str) -> Decision | None: ...
-
-    async def attach_interrupt(
-        self, request_id: str, interrupt_id: str, state_version: str | None
-    ) -> None: ...
 
 
 class Decisions(Protocol):
@@ -95,7 +90,17 @@ class ToolLedger(Protocol):
         error: str | None = None,
     ) -> ToolExecution: ...
 
-    async def mark_unknown(self, *, run_id: str, call_id: str) -> ToolExecution: ...
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Settlement:
+    """Where a run stands after a step: its status, and the calls it now waits on as
+    (request id, interrupt id) pairs."""
+
+    run_id: str
+    status: RunStatus
+    error: str | None = None
+    answer: str | None = None
+    waiting_on: tuple[tuple[str, str], ...] = ()
 
 
 class Runs(Protocol):
@@ -105,9 +110,7 @@ class Runs(Protocol):
 
     async def get(self, run_id: str) -> Run | None: ...
 
-    async def set_status(
-        self, run_id: str, status: RunStatus, error: str | None = None, answer: str | None = None
-    ) -> None: ...
+    async def settle(self, settlement: Settlement) -> None: ...
 
 
 class ClaimedJob(Protocol):
@@ -116,7 +119,11 @@ class ClaimedJob(Protocol):
     @property
     def job(self) -> ResumeJob: ...
 
-    async def complete(self, status: str, error: str | None = None) -> None: ...
+    async def complete(
+        self, status: JobStatus, error: str | None = None, settlement: Settlement | None = None
+    ) -> None:
+        """Mark the job finished (and settle its run) in the claim's transaction."""
+        ...
 
 
 class ResumeQueue(Protocol):

@@ -75,8 +75,12 @@ def build_agent(
         return END
 
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
-        thread_id = str(config.get("configurable", {})["thread_id"])
+        configurable = config.get("configurable", {})
+        thread_id = str(configurable["thread_id"])
+        # The checkpoint this step runs from: the state version the approver's decision binds.
+        state_version = (configurable.get("checkpoint_map") or {}).get("")
         message = await step(
+            state_version=state_version,
             call=task["call"],
             run_id=task["run_id"],
             thread_id=thread_id,

@@ -1,8 +1,9 @@
 """The approval seam backed by the database: a human decision lifts (or keeps) a liftable deny.
 
-The resolver never trusts the resume payload. It reads the decision the server recorded for
-this exact call (run, call id, content identity) and answers the emitter with it, echoing the
-emitter's context identity as AGENT-HOOKS-0.1 §9 requires.
+The resolver never trusts the resume payload. When the emitter consults it, it opens the
+request for this exact call (run, call id, content identity), recording it if it is new, and
+answers with the decision the server holds for it, echoing the emitter's context identity as
+AGENT-HOOKS-0.1 §9 requires. No decision yet: unresolved, and the call pauses.
 """
 
 from __future__ import annotations
@@ -19,19 +20,15 @@ from agent_hooks import (
 from approvals.model import ApprovalRequest as StoredRequest
 from approvals.model import Decision as StoredDecision
 from approvals.model import DecisionKind, RequestStatus
-from approvals.ports import ApprovalRequests
+from approvals.ports import ApprovalRequests, NewRequest
 
 
 class StoredDecisionResolver:
     """Answers the emitter's approval seam from the decision stored for one call."""
 
-    def __init__(
-        self, requests: ApprovalRequests, *, run_id: str, call_id: str, identity: str
-    ) -> None:
+    def __init__(self, requests: ApprovalRequests, new: NewRequest) -> None:
         self._requests = requests
-        self._run_id = run_id
-        self._call_id = call_id
-        self._identity = identity
+        self._new = new
         self.escalation: Verdict | None = None
         self.request: StoredRequest | None = None
         self.decision: StoredDecision | None = None
@@ -39,17 +36,13 @@ class StoredDecisionResolver:
 
     @property
     def awaiting_human(self) -> bool:
-        """The seam was consulted and no human has decided this call yet."""
+        """The seam was consulted and the call's request waits for a decision."""
         return (
             self.escalation is not None
             and not self.failed
-            and self.decision is None
-            and not self.expired
+            and self.request is not None
+            and self.request.status is RequestStatus.PENDING
         )
-
-    @property
-    def expired(self) -> bool:
-        return self.request is not None and self.request.status is RequestStatus.EXPIRED
 
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
         self.escalation = request.verdict
@@ -63,11 +56,11 @@ class StoredDecisionResolver:
 
     async def _resolve(self, request: ApprovalRequest) -> ApprovalResolution:
         echo = request.context_identity
-        stored = await self._requests.find(self._run_id, self._call_id, self._identity)
-        self.request = stored
-        if stored is None or stored.status is RequestStatus.PENDING:
-            return ApprovalResolution(outcome=ApprovalOutcome.UNRESOLVED, context_identity=echo)
-        if stored.status is RequestStatus.EXPIRED:
+        reason = request.verdict.message or request.verdict.reason
+        new = self._new if reason is None else _with_reason(self._new, reason)
+        self.request, self.decision = await self._requests.open(new)
+        status = self.request.status
+        if status is RequestStatus.EXPIRED:
             return ApprovalResolution(
                 outcome=ApprovalOutcome.REJECT,
                 context_identity=echo,
@@ -75,10 +68,9 @@ class StoredDecisionResolver:
                     reason="approval_expired", message="the approval request expired"
                 ),
             )
-        decision = await self._requests.decision_for(stored.id)
-        if decision is None:
+        decision = self.decision
+        if decision is None or status not in (RequestStatus.APPROVED, RequestStatus.REJECTED):
             return ApprovalResolution(outcome=ApprovalOutcome.UNRESOLVED, context_identity=echo)
-        self.decision = decision
         if decision.kind is DecisionKind.REJECT:
             return ApprovalResolution(
                 outcome=ApprovalOutcome.REJECT,
@@ -100,3 +92,19 @@ class StoredDecisionResolver:
             context_identity=echo,
             verdict=Verdict(decision=Decision.ALLOW, reason="approved_by_approver"),
         )
+
+
+def _with_reason(new: NewRequest, reason: str) -> NewRequest:
+    return NewRequest(
+        run_id=new.run_id,
+        thread_id=new.thread_id,
+        call_id=new.call_id,
+        tool=new.tool,
+        shown=new.shown,
+        args_schema=new.args_schema,
+        identity=new.identity,
+        reason=reason,
+        requested_by=new.requested_by,
+        expires_at=new.expires_at,
+        state_version=new.state_version,
+    )

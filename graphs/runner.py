@@ -1,7 +1,8 @@
-"""Starting and resuming runs: one step of a thread at a time, state read back after each.
+"""Starting and resuming runs: one step of a thread at a time, under the thread's lock.
 
-After every invocation the runner reads the checkpoint back, attaches each pending interrupt's
-id and the checkpoint version to its approval request, and records the run's status.
+After every invocation the runner settles the run from what the graph returned: the interrupts
+it stopped on (each names its approval request, whose interrupt id is recorded) or its final
+answer. Before resuming, it checks in the checkpoint that the decided call still waits.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-from approvals.errors import DatabaseUnavailable, InvalidRunInput, RunNotFound, ThreadBusy
+from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.model import JobStatus, RunStatus
-from approvals.ports import ApprovalRequests, ClaimedJob, Runs, ThreadLocks
+from approvals.ports import ClaimedJob, Runs, Settlement, ThreadLocks
 from graphs.registry import GraphRegistry
 
 log = logging.getLogger("approvals.runner")
@@ -35,6 +37,17 @@ class RunOutcome:
     pending: list[str] = field(default_factory=list)
     error: str | None = None
     answer: str | None = None
+    waiting_on: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def settlement(self) -> Settlement:
+        return Settlement(
+            run_id=self.run_id,
+            status=self.status,
+            error=self.error,
+            answer=self.answer,
+            waiting_on=self.waiting_on,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,14 +81,12 @@ class Runner:
         *,
         registry: GraphRegistry,
         runs: Runs,
-        requests: ApprovalRequests,
         locks: ThreadLocks,
         transient: Callable[[BaseException], bool] = lambda exc: False,
     ) -> None:
         self._transient = transient
         self._registry = registry
         self._runs = runs
-        self._requests = requests
         self._locks = locks
 
     async def start(
@@ -87,6 +98,7 @@ class Runner:
             raise InvalidRunInput("thread id must be 1 to 200 characters")
         graph = self._registry.get(graph_name)
         run_id = str(uuid.uuid4())
+        given_thread = thread_id is not None
         thread_id = thread_id or run_id
         payload = {
             "messages": [HumanMessage(content=message)],
@@ -94,10 +106,11 @@ class Runner:
             "started_by": principal,
         }
         async with self._locks.hold(thread_id):
-            state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-            if state.next:
-                # New input would start past the calls still waiting for a human.
-                raise ThreadBusy(thread_id)
+            if given_thread:
+                state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+                if state.next:
+                    # New input would start past the calls still waiting for a human.
+                    raise ThreadBusy(thread_id)
             await self._runs.create(
                 run_id=run_id,
                 thread_id=thread_id,
@@ -105,7 +118,9 @@ class Runner:
                 started_by=principal,
                 input=input,
             )
-            return await self._invoke(graph, payload, run_id, thread_id)
+            outcome = await self._invoke(graph, payload, run_id, thread_id)
+            await self._runs.settle(outcome.settlement)
+            return outcome
 
     async def resume(self, claimed: ClaimedJob) -> RunOutcome | None:
         """Resume the run of a claimed job, if its interrupt is still pending.
@@ -113,49 +128,60 @@ class Runner:
         The caller holds the job (and with it the thread's lock) until this returns.
         """
         job = claimed.job
-        run = await self._runs.get(job.run_id)
-        if run is None:
-            raise RunNotFound(job.run_id)
-        graph = self._registry.get(run.graph)
+        graph = self._registry.get(job.graph)
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
-        state = await graph.aget_state(config)
-        interrupt_id = next(
-            (
-                i.id
-                for task in state.tasks
-                for i in task.interrupts
-                if isinstance(i.value, dict) and i.value.get("request_id") == job.request_id
-            ),
-            None,
-        )
-        payload: Any
-        if interrupt_id is not None:
-            ref = {"request_id": job.request_id, "decision_id": job.decision_id}
-            payload = Command(resume={interrupt_id: ref})
-        elif state.next and not any(task.interrupts for task in state.tasks):
-            # A step was cut short by a crash after the request was recorded and before its
-            # interrupt was checkpointed: continue the step. Its tool calls read their
-            # decisions from the database, and the ledger keeps each to one execution.
-            payload = None
-        else:
+        payload: Any = await self._resume_payload(graph, config, job.request_id, job.decision_id)
+        if payload is _NOTHING_TO_RESUME:
             # Already resumed (by a sibling call's resume, or a worker that died after the
             # checkpoint): nothing to do, and doing it again would be the double execution.
             await claimed.complete(JobStatus.SKIPPED)
             return None
-        await self._runs.set_status(run.id, RunStatus.RUNNING)
-        outcome = await self._invoke(graph, payload, run.id, job.thread_id)
+        outcome = await self._invoke(graph, payload, job.run_id, job.thread_id)
         await claimed.complete(
             JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
             outcome.error,
+            outcome.settlement,
         )
         return outcome
+
+    async def _resume_payload(
+        self,
+        graph: Pregel[Any, Any, Any, Any],
+        config: RunnableConfig,
+        request_id: str,
+        decision_id: str,
+    ) -> Any:
+        """What to resume the thread with: the decided call's pending interrupt, a step to
+        continue, or nothing."""
+        saver = graph.checkpointer
+        if isinstance(saver, BaseCheckpointSaver):
+            latest = await saver.aget_tuple(config)
+            for _task, channel, value in (latest.pending_writes or []) if latest else []:
+                if channel != INTERRUPT_CHANNEL:
+                    continue
+                for intr in value if isinstance(value, list | tuple) else [value]:
+                    if _request_of(intr) == request_id:
+                        ref = {"request_id": request_id, "decision_id": decision_id}
+                        return Command(resume={intr.id: ref})
+        state = await graph.aget_state(config)
+        for task in state.tasks:
+            for intr in task.interrupts:
+                if _request_of(intr) == request_id:
+                    ref = {"request_id": request_id, "decision_id": decision_id}
+                    return Command(resume={intr.id: ref})
+        if state.next and not any(task.interrupts for task in state.tasks):
+            # A step was cut short by a crash after the request was recorded and before its
+            # interrupt was checkpointed: continue the step. Its tool calls read their
+            # decisions from the database, and the ledger keeps each to one execution.
+            return None
+        return _NOTHING_TO_RESUME
 
     async def _invoke(
         self, graph: Pregel[Any, Any, Any, Any], payload: Any, run_id: str, thread_id: str
     ) -> RunOutcome:
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         try:
-            await graph.ainvoke(payload, config)
+            result = await graph.ainvoke(payload, config)
         except Exception as exc:  # a host failure stops the run, visibly
             if isinstance(exc, DatabaseUnavailable) or self._transient(exc):
                 # The database went away mid-step: nothing is lost (the step re-runs from its
@@ -163,34 +189,45 @@ class Runner:
                 raise DatabaseUnavailable(f"{type(exc).__name__}: {exc}") from exc
             log.exception("run %s failed", run_id)
             error = f"{type(exc).__name__}: {exc}"[:1000]
-            await self._runs.set_status(run_id, RunStatus.FAILED, error)
             return RunOutcome(
                 run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=error
             )
-        return await self.settle(graph, run_id, thread_id)
+        return _outcome_of(result, run_id, thread_id)
 
-    async def settle(
-        self, graph: Pregel[Any, Any, Any, Any], run_id: str, thread_id: str
-    ) -> RunOutcome:
-        """Read the checkpoint back: bind interrupts to their requests, record the status."""
-        state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-        version = state.config.get("configurable", {}).get("checkpoint_id")
-        pending: list[str] = []
-        for task in state.tasks:
-            for intr in task.interrupts:
-                if isinstance(intr.value, dict) and "request_id" in intr.value:
-                    request_id = str(intr.value["request_id"])
-                    await self._requests.attach_interrupt(request_id, intr.id, version)
-                    pending.append(request_id)
-        status = RunStatus.WAITING if pending else RunStatus.COMPLETED
-        if not pending and state.next:
-            status = RunStatus.WAITING
-        answer = None
-        messages = state.values.get("messages") if isinstance(state.values, dict) else None
-        if status is RunStatus.COMPLETED and messages:
-            content = messages[-1].content
-            answer = content if isinstance(content, str) else None
-        await self._runs.set_status(run_id, status, answer=answer)
+
+_NOTHING_TO_RESUME = object()
+INTERRUPT_CHANNEL = "__interrupt__"
+
+
+def _request_of(intr: Any) -> str | None:
+    value = getattr(intr, "value", None)
+    if isinstance(value, dict) and isinstance(value.get("request_id"), str):
+        return str(value["request_id"])
+    return None
+
+
+def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
+    """A run's outcome from what the invocation returned: the interrupts it stopped on (each
+    naming its approval request) or the final answer."""
+    values = result if isinstance(result, dict) else {}
+    waiting = [
+        (request_id, str(intr.id))
+        for intr in values.get(INTERRUPT_CHANNEL) or []
+        if (request_id := _request_of(intr)) is not None
+    ]
+    if waiting or values.get(INTERRUPT_CHANNEL):
         return RunOutcome(
-            run_id=run_id, thread_id=thread_id, status=status, pending=pending, answer=answer
+            run_id=run_id,
+            thread_id=thread_id,
+            status=RunStatus.WAITING,
+            pending=[request_id for request_id, _ in waiting],
+            waiting_on=tuple(waiting),
         )
+    messages = values.get("messages") or []
+    content = messages[-1].content if messages else None
+    return RunOutcome(
+        run_id=run_id,
+        thread_id=thread_id,
+        status=RunStatus.COMPLETED,
+        answer=content if isinstance(content, str) else None,
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from agent_hooks import (
     AgentContextBuilder,
@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from approvals.errors import DatabaseUnavailable
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import ExecutionStatus
+from approvals.model import ApprovalRequest, ExecutionStatus
 from approvals.ports import NewRequest
 from graphs.deps import GraphDeps
 from graphs.resolver import StoredDecisionResolver
@@ -44,6 +44,21 @@ def _error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage:
 
 def _validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
     return [{"path": "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
+
+
+def _pause(request: ApprovalRequest) -> NoReturn:
+    """Interrupt the run until a human decides ``request``."""
+    payload = {
+        "request_id": request.id,
+        "call_id": request.call_id,
+        "tool": request.tool,
+        "identity": request.identity,
+        "expires_at": request.expires_at.isoformat(),
+    }
+    # interrupt() returns only when a resume value was already given to this task. The
+    # server's record is the truth, and it holds no decision for this call: pause again.
+    while True:
+        interrupt(payload)
 
 
 class ToolStep:
@@ -70,7 +85,13 @@ class ToolStep:
         return emitter
 
     async def __call__(
-        self, *, call: Mapping[str, Any], run_id: str, thread_id: str, principal: str
+        self,
+        *,
+        call: Mapping[str, Any],
+        run_id: str,
+        thread_id: str,
+        principal: str,
+        state_version: str | None = None,
     ) -> ToolMessage:
         call_id = str(call["id"])
         name = str(call["name"])
@@ -88,9 +109,22 @@ class ToolStep:
             )
         args = parsed.model_dump(mode="json")
         identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
-        resolver = StoredDecisionResolver(
-            self._deps.requests, run_id=run_id, call_id=call_id, identity=identity
+        # What the approver will be shown, bound by its identity; recorded (idempotently)
+        # only if a policy escalates the call.
+        shown = NewRequest(
+            run_id=run_id,
+            thread_id=thread_id,
+            call_id=call_id,
+            tool=name,
+            shown={"tool": name, "description": tool.description, "args": args},
+            args_schema=tool.args_schema(),
+            identity=identity,
+            reason=None,
+            requested_by=principal,
+            expires_at=datetime.now(UTC) + self._deps.request_ttl,
+            state_version=state_version,
         )
+        resolver = StoredDecisionResolver(self._deps.requests, shown)
         builder = AgentContextBuilder(
             agent_id=self._graph_name, framework="langgraph", session_id=run_id
         )
@@ -104,10 +138,8 @@ class ToolStep:
                 raise DatabaseUnavailable(
                     f"could not read the decision for call {call_id}"
                 ) from blocked
-            if resolver.awaiting_human:
-                await self._pause(
-                    tool, resolver, call_id, args, identity, run_id, thread_id, principal
-                )
+            if resolver.awaiting_human and resolver.request is not None:
+                _pause(resolver.request)
             verdict = blocked.result.verdict
             return _error(
                 call_id,
@@ -129,44 +161,6 @@ class ToolStep:
                 )
         return await self._execute_once(tool, parsed, run_id, call_id, principal)
 
-    async def _pause(
-        self,
-        tool: GovernedTool,
-        resolver: StoredDecisionResolver,
-        call_id: str,
-        args: dict[str, Any],
-        identity: str,
-        run_id: str,
-        thread_id: str,
-        principal: str,
-    ) -> None:
-        escalation = resolver.escalation
-        request = await self._deps.requests.record_pending(
-            NewRequest(
-                run_id=run_id,
-                thread_id=thread_id,
-                call_id=call_id,
-                tool=tool.name,
-                shown={"tool": tool.name, "description": tool.description, "args": args},
-                args_schema=tool.args_schema(),
-                identity=identity,
-                reason=(escalation.message or escalation.reason) if escalation else None,
-                requested_by=principal,
-                expires_at=datetime.now(UTC) + self._deps.request_ttl,
-            )
-        )
-        payload = {
-            "request_id": request.id,
-            "call_id": call_id,
-            "tool": tool.name,
-            "identity": identity,
-            "expires_at": request.expires_at.isoformat(),
-        }
-        # interrupt() returns only when a resume value was already given to this task. The
-        # server's record is the truth, and it had no decision for this call: pause again.
-        while True:
-            interrupt(payload)
-
     async def _execute_once(
         self, tool: GovernedTool, args: Any, run_id: str, call_id: str, principal: str
     ) -> ToolMessage:
@@ -183,7 +177,9 @@ class ToolStep:
             if row.status is ExecutionStatus.STARTED:
                 # Started before and never finished: the process died mid-call. We cannot
                 # know whether the effect happened, so we never run it again.
-                row = await ledger.mark_unknown(run_id=run_id, call_id=call_id)
+                row = await ledger.finish(
+                    run_id=run_id, call_id=call_id, status=ExecutionStatus.OUTCOME_UNKNOWN
+                )
             if row.status is ExecutionStatus.SUCCEEDED:
                 return ToolMessage(
                     content=json.dumps(row.result, sort_keys=True),

@@ -6,6 +6,7 @@ it serves and carries the idempotency key to pass to the external system, when i
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -13,6 +14,12 @@ from typing import Any, get_type_hints
 
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, create_model
+
+
+@functools.cache
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    # Building a JSON schema costs about a millisecond; a model's schema never changes.
+    return model.model_json_schema()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,7 +48,7 @@ class GovernedTool:
 
     def args_schema(self) -> dict[str, Any]:
         """The JSON schema approvers' edits are validated against."""
-        return self.args_model.model_json_schema()
+        return _schema_of(self.args_model)
 
     def validate(self, args: Any) -> BaseModel:
         """Parse arguments; raises ``pydantic.ValidationError``."""

@@ -8,6 +8,7 @@ heartbeats, no leases to tune.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -15,43 +16,40 @@ import psycopg
 from psycopg.rows import dict_row
 
 from approvals.model import JobStatus, ResumeJob
-from storage.audit import PgAuditLog
+from approvals.ports import Settlement
 from storage.db import Connection, Database, translated_errors
+from storage.runs import PgRuns
 
 CHANNEL = "approvals_resume"
 
 
 class PgClaimedJob:
-    def __init__(self, db: Database, audit: PgAuditLog, conn: Connection, job: ResumeJob) -> None:
+    def __init__(self, db: Database, runs: PgRuns, conn: Connection, job: ResumeJob) -> None:
         self._db = db
-        self._audit = audit
+        self._runs = runs
         self._conn = conn
         self._job = job
-        self.completed = False
 
     @property
     def job(self) -> ResumeJob:
         return self._job
 
-    async def complete(self, status: str, error: str | None = None) -> None:
-        status = JobStatus(status).value
+    async def complete(
+        self, status: JobStatus, error: str | None = None, settlement: Settlement | None = None
+    ) -> None:
+        if settlement is not None:
+            await self._runs.settle(settlement, self._conn)
         await self._db.run(
-            "finish_job", {"id": self._job.id, "status": status, "error": error}, self._conn
+            "finish_job",
+            {"id": self._job.id, "status": JobStatus(status).value, "error": error},
+            self._conn,
         )
-        await self._audit.append(
-            f"resume.{status}",
-            run_id=self._job.run_id,
-            request_id=self._job.request_id,
-            data={"job": self._job.id, "error": error},
-            conn=self._conn,
-        )
-        self.completed = True
 
 
 class PgResumeQueue:
-    def __init__(self, db: Database, audit: PgAuditLog, url: str) -> None:
+    def __init__(self, db: Database, runs: PgRuns, url: str) -> None:
         self._db = db
-        self._audit = audit
+        self._runs = runs
         self._url = url
         self._listener: psycopg.AsyncConnection[dict[str, object]] | None = None
 
@@ -64,8 +62,8 @@ class PgResumeQueue:
                 return
             job = ResumeJob.from_row(row)
             # Serialise every step of one thread, across workers and processes.
-            await self._db.run("thread_lock", {"thread_id": job.thread_id}, conn)
-            yield PgClaimedJob(self._db, self._audit, conn, job)
+            await self._db.run("thread_xact_lock", {"thread_id": job.thread_id}, conn)
+            yield PgClaimedJob(self._db, self._runs, conn, job)
 
     async def queued(self) -> int:
         row = await self._db.one("queued_jobs", {})
@@ -90,11 +88,24 @@ class PgResumeQueue:
 
 
 class PgThreadLocks:
+    """A session-level advisory lock per thread, on a connection held for the step."""
+
     def __init__(self, db: Database) -> None:
         self._db = db
 
     @asynccontextmanager
     async def hold(self, thread_id: str) -> AsyncIterator[None]:
-        async with self._db.transaction() as conn:
-            await self._db.run("thread_lock", {"thread_id": thread_id}, conn)
-            yield
+        with translated_errors():
+            async with self._db.pool.connection() as conn:
+                await self._db.run("thread_lock", {"thread_id": thread_id}, conn)
+                released = False
+                try:
+                    yield
+                    await self._db.run("thread_unlock", {"thread_id": thread_id}, conn)
+                    released = True
+                finally:
+                    if not released:
+                        # Never hand a connection that may still hold the lock back to the
+                        # pool: closing it releases the lock, and the pool replaces it.
+                        with contextlib.suppress(Exception):
+                            await conn.close()

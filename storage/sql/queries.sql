@@ -1,39 +1,80 @@
--- All SQL the engine runs against its own tables. One query per `-- name: x` header.
+-- All SQL the engine runs against its own tables. One statement per `-- name: x` header.
+--
+-- Writes that belong together are one statement (data-modifying CTEs): one statement is one
+-- transaction in autocommit mode, so each is atomic, and the audit entry of a change is written
+-- by the statement that makes the change.
 
 -- name: create_run
-INSERT INTO runs (id, thread_id, graph, status, started_by, input)
-VALUES (%(id)s, %(thread_id)s, %(graph)s, 'running', %(started_by)s, %(input)s)
-RETURNING *;
+WITH run AS (
+    INSERT INTO runs (id, thread_id, graph, status, started_by, input)
+    VALUES (%(id)s, %(thread_id)s, %(graph)s, 'running', %(started_by)s, %(input)s)
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, principal, data)
+    SELECT 'run.started', run.id, run.started_by, jsonb_build_object('graph', run.graph) FROM run
+)
+SELECT * FROM run;
 
 -- name: get_run
 SELECT * FROM runs WHERE id = %(id)s;
 
--- name: set_run_status
+-- name: settle_run
+-- A run's status after a step, with the interrupt ids of the calls it now waits on.
+WITH bound AS (
+    UPDATE approval_requests r
+       SET interrupt_id = b.interrupt_id
+      FROM unnest(%(request_ids)s::uuid[], %(interrupt_ids)s::text[]) AS b(request_id, interrupt_id)
+     WHERE r.id = b.request_id AND r.interrupt_id IS DISTINCT FROM b.interrupt_id
+    RETURNING r.id
+)
 UPDATE runs
    SET status = %(status)s, error = %(error)s, answer = COALESCE(%(answer)s, answer),
        updated_at = now()
- WHERE id = %(id)s;
+ WHERE id = %(run_id)s
+RETURNING (SELECT count(*) FROM bound) AS bound;
 
--- name: supersede_other_pending
-UPDATE approval_requests
-   SET status = 'superseded', decided_at = now()
- WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'pending'
-   AND identity <> %(identity)s
-RETURNING id;
-
--- name: upsert_request
-INSERT INTO approval_requests
-    (id, run_id, thread_id, call_id, tool, shown, args_schema, identity, reason,
-     requested_by, expires_at)
-VALUES
-    (%(id)s, %(run_id)s, %(thread_id)s, %(call_id)s, %(tool)s, %(shown)s, %(args_schema)s,
-     %(identity)s, %(reason)s, %(requested_by)s, %(expires_at)s)
-ON CONFLICT (run_id, call_id, identity) DO UPDATE SET run_id = EXCLUDED.run_id
-RETURNING *, (xmax = 0) AS inserted;
-
--- name: find_request
-SELECT * FROM approval_requests
- WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s;
+-- name: open_request
+-- Record a pending call if it is new (superseding an earlier request for the same call with
+-- another identity) and return the request for (run, call, identity) with its decision.
+WITH superseded AS (
+    UPDATE approval_requests
+       SET status = 'superseded', decided_at = now()
+     WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'pending'
+       AND identity <> %(identity)s
+       AND NOT EXISTS (
+           SELECT 1 FROM approval_requests
+            WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
+    RETURNING id, run_id, call_id
+), created AS (
+    INSERT INTO approval_requests
+        (id, run_id, thread_id, call_id, tool, shown, args_schema, identity, reason,
+         state_version, requested_by, expires_at)
+    SELECT %(id)s, %(run_id)s, %(thread_id)s, %(call_id)s, %(tool)s, %(shown)s,
+           %(args_schema)s, %(identity)s, %(reason)s, %(state_version)s, %(requested_by)s,
+           %(expires_at)s
+     WHERE NOT EXISTS (
+           SELECT 1 FROM approval_requests
+            WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
+    ON CONFLICT DO NOTHING
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, request_id, call_id, principal, data)
+    SELECT 'request.created', c.run_id, c.id, c.call_id, c.requested_by,
+           jsonb_build_object('tool', c.tool, 'identity', c.identity,
+                              'state_version', c.state_version)
+      FROM created c
+    UNION ALL
+    SELECT 'request.superseded', s.run_id, s.id, s.call_id, NULL,
+           jsonb_build_object('by_identity', %(identity)s::text)
+      FROM superseded s
+)
+SELECT r.*, d.id AS d_id, d.kind AS d_kind, d.principal AS d_principal, d.reason AS d_reason,
+       d.args AS d_args, d.args_identity AS d_args_identity, d.decided_at AS d_decided_at
+  FROM (SELECT * FROM created
+        UNION ALL
+        SELECT * FROM approval_requests
+         WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s) r
+  LEFT JOIN decisions d ON d.request_id = r.id;
 
 -- name: get_request
 SELECT * FROM approval_requests WHERE id = %(id)s;
@@ -47,75 +88,110 @@ SELECT * FROM approval_requests
 -- name: run_requests
 SELECT * FROM approval_requests WHERE run_id = %(run_id)s ORDER BY created_at, id;
 
--- name: attach_interrupt
-UPDATE approval_requests
-   SET interrupt_id = %(interrupt_id)s, state_version = COALESCE(%(state_version)s, state_version)
- WHERE id = %(id)s AND interrupt_id IS DISTINCT FROM %(interrupt_id)s;
-
--- name: consume_request
-UPDATE approval_requests
-   SET status = %(status)s, decided_at = now()
- WHERE id = %(id)s AND status = 'pending' AND expires_at > now()
-RETURNING *;
+-- name: decide
+-- Consume a pending request once: the conditional update, the decision, the audit entry, the
+-- resume job and the wake-up, all or nothing.
+WITH consumed AS (
+    UPDATE approval_requests
+       SET status = %(status)s, decided_at = now()
+     WHERE id = %(request_id)s AND status = 'pending' AND expires_at > now()
+    RETURNING *
+), decision AS (
+    INSERT INTO decisions
+        (id, request_id, run_id, call_id, kind, principal, reason, args, args_identity)
+    SELECT %(id)s, c.id, c.run_id, c.call_id, %(kind)s, %(principal)s, %(reason)s, %(args)s,
+           %(args_identity)s
+      FROM consumed c
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, request_id, call_id, principal, data)
+    SELECT 'request.decided', c.run_id, c.id, c.call_id, %(principal)s,
+           jsonb_build_object('decision', %(kind)s::text, 'reason', %(reason)s::text,
+                              'identity', c.identity, 'args_identity', %(args_identity)s::text,
+                              'state_version', c.state_version)
+      FROM consumed c
+), job AS (
+    INSERT INTO resume_queue (request_id, decision_id, run_id, thread_id)
+    SELECT c.id, d.id, c.run_id, c.thread_id FROM consumed c, decision d
+    RETURNING id, run_id
+), wake AS (
+    SELECT pg_notify('approvals_resume', job.run_id::text) AS sent FROM job
+)
+SELECT d.*, (SELECT count(*) FROM wake) AS woken FROM decision d;
 
 -- name: request_status
 SELECT status, expires_at <= now() AS expired FROM approval_requests WHERE id = %(id)s;
 
--- name: insert_decision
-INSERT INTO decisions (id, request_id, run_id, call_id, kind, principal, reason, args, args_identity)
-VALUES (%(id)s, %(request_id)s, %(run_id)s, %(call_id)s, %(kind)s, %(principal)s, %(reason)s,
-        %(args)s, %(args_identity)s)
-RETURNING *;
-
--- name: decision_for_request
-SELECT * FROM decisions WHERE request_id = %(request_id)s;
-
--- name: enqueue_resume
-INSERT INTO resume_queue (request_id, decision_id, run_id, thread_id)
-VALUES (%(request_id)s, %(decision_id)s, %(run_id)s, %(thread_id)s)
-RETURNING id;
-
--- name: notify_resume
-SELECT pg_notify('approvals_resume', %(run_id)s);
-
 -- name: claim_job
-SELECT * FROM resume_queue
- WHERE status = 'queued'
- ORDER BY id
- LIMIT 1
- FOR UPDATE SKIP LOCKED;
+-- The oldest queued job nobody holds, with its run's graph; the caller's transaction holds the
+-- row (FOR UPDATE) and then the thread's advisory lock until it commits or dies.
+SELECT q.*, r.graph
+  FROM (SELECT * FROM resume_queue
+         WHERE status = 'queued'
+         ORDER BY id
+         LIMIT 1
+         FOR UPDATE SKIP LOCKED) q
+  JOIN runs r ON r.id = q.run_id;
+
+-- name: thread_xact_lock
+SELECT pg_advisory_xact_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
+
+-- name: thread_lock
+SELECT pg_advisory_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
+
+-- name: thread_unlock
+SELECT pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
 
 -- name: finish_job
-UPDATE resume_queue
-   SET status = %(status)s, last_error = %(error)s, attempts = attempts + 1, finished_at = now()
- WHERE id = %(id)s;
+WITH job AS (
+    UPDATE resume_queue
+       SET status = %(status)s, last_error = %(error)s, attempts = attempts + 1,
+           finished_at = now()
+     WHERE id = %(id)s
+    RETURNING *
+)
+INSERT INTO audit_events (kind, run_id, request_id, data)
+SELECT 'resume.' || job.status, job.run_id, job.request_id,
+       jsonb_build_object('job', job.id, 'error', job.last_error)
+  FROM job;
 
 -- name: queued_jobs
 SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
 
--- name: thread_lock
-SELECT pg_advisory_xact_lock(hashtextextended(%(thread_id)s, 7277));
-
 -- name: begin_execution
-INSERT INTO tool_executions (run_id, call_id, tool, idempotency_key, args_identity, status)
-VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(key)s, %(args_identity)s, 'started')
-ON CONFLICT (run_id, call_id) DO NOTHING
-RETURNING *;
-
--- name: get_execution
-SELECT * FROM tool_executions WHERE run_id = %(run_id)s AND call_id = %(call_id)s;
+-- Claim the single execution of (run, call); returns the row and whether this caller owns it.
+WITH started AS (
+    INSERT INTO tool_executions (run_id, call_id, tool, idempotency_key, args_identity, status)
+    VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(key)s, %(args_identity)s, 'started')
+    ON CONFLICT (run_id, call_id) DO NOTHING
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, call_id, data)
+    SELECT 'tool.started', s.run_id, s.call_id,
+           jsonb_build_object('tool', s.tool, 'args_identity', s.args_identity)
+      FROM started s
+)
+SELECT *, true AS owned FROM started
+UNION ALL
+SELECT *, false AS owned FROM tool_executions
+ WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND NOT EXISTS (SELECT 1 FROM started);
 
 -- name: finish_execution
-UPDATE tool_executions
-   SET status = %(status)s, result = %(result)s, error = %(error)s, finished_at = now()
- WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'started'
-RETURNING *;
-
--- name: mark_unknown
-UPDATE tool_executions
-   SET status = 'outcome_unknown', finished_at = now()
- WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'started'
-RETURNING *;
+-- Close a started execution (succeeded, failed, or outcome_unknown after a crash).
+WITH finished AS (
+    UPDATE tool_executions
+       SET status = %(status)s, result = %(result)s, error = %(error)s, finished_at = now()
+     WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'started'
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, call_id, data)
+    SELECT 'tool.' || f.status, f.run_id, f.call_id, jsonb_build_object('error', f.error)
+      FROM finished f
+)
+SELECT * FROM finished
+UNION ALL
+SELECT * FROM tool_executions
+ WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND NOT EXISTS (SELECT 1 FROM finished);
 
 -- name: run_executions
 SELECT * FROM tool_executions WHERE run_id = %(run_id)s ORDER BY id;

@@ -177,10 +177,11 @@ async def test_a_changed_call_supersedes_its_old_request(engine: Engine) -> None
         requested_by=old.requested_by,
         expires_at=datetime.now(UTC) + timedelta(hours=1),
     )
-    new = await engine.requests.record_pending(changed)
+    new, no_decision = await engine.requests.open(changed)
+    assert no_decision is None
     assert new.id != old.id
     assert new.status is RequestStatus.PENDING
-    again = await engine.requests.record_pending(changed)
+    again, _ = await engine.requests.open(changed)
     assert again.id == new.id  # recording the same call twice is one request
     with pytest.raises(RequestNotPending) as info:
         await engine.decide(old.id, "approve", principal="bob")

@@ -97,7 +97,9 @@ class _HeldJob:
     def job(self) -> ResumeJob:
         return self._job
 
-    async def complete(self, status: str, error: str | None = None) -> None:
+    async def complete(
+        self, status: JobStatus, error: str | None = None, settlement: object = None
+    ) -> None:
         self.status = status
 
 
@@ -110,6 +112,7 @@ async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine
         decision_id=decision.id,
         run_id=run.run_id,
         thread_id=run.thread_id,
+        graph="refund",
         attempts=0,
     )
     locks = engine.runner._locks  # the same per-thread lock the worker takes
@@ -135,6 +138,7 @@ async def test_resuming_an_already_resumed_call_is_skipped(engine: Engine) -> No
             decision_id=decision.id,
             run_id=run.run_id,
             thread_id=run.thread_id,
+            graph="refund",
             attempts=0,
         )
     )
