@@ -81,13 +81,13 @@ async def decide(
     if args is not None and not isinstance(args, dict):
         raise InvalidDecision(canonical, "edited arguments must be a JSON object")
 
-    request = await requests.get(canonical)
-    if request is None:
-        raise RequestNotFound(canonical)
-
     kind = DecisionKind(verdict.value)
     args_identity = None
     if args is not None:
+        # Edits are validated against the schema recorded with the request.
+        request = await requests.get(canonical)
+        if request is None:
+            raise RequestNotFound(canonical)
         errors = _schema_errors(request.args_schema, args)
         if errors:
             raise EditedArgumentsInvalid(canonical, errors)

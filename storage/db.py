@@ -50,13 +50,15 @@ def sql(name: str) -> str:
 def open_pool(
     url: str, *, min_size: int = 1, max_size: int = 20
 ) -> AsyncConnectionPool[Connection]:
-    """A pool configured the way LangGraph's saver needs: autocommit, no prepared statements,
-    dict rows. The caller opens it (``await pool.open(wait=True)``) and closes it."""
+    """A pool configured the way LangGraph's saver needs: autocommit, dict rows, statements
+    prepared. The caller opens it (``await pool.open(wait=True)``) and closes it."""
     return AsyncConnectionPool(
         url,
         min_size=min_size,
         max_size=max_size,
-        kwargs={"autocommit": True, "prepare_threshold": None, "row_factory": dict_row},
+        # LangGraph's saver needs autocommit; prepare_threshold=0 prepares every statement on
+        # first use, which saves re-planning the engine's multi-part statements.
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
         connection_class=psycopg.AsyncConnection[DictRow],
         open=False,
         name="approvals",

@@ -15,18 +15,17 @@ from contextlib import asynccontextmanager
 import psycopg
 from psycopg.rows import dict_row
 
-from approvals.model import JobStatus, ResumeJob
+from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import Settlement
 from storage.db import Connection, Database, translated_errors
-from storage.runs import PgRuns
+from storage.runs import settlement_params
 
 CHANNEL = "approvals_resume"
 
 
 class PgClaimedJob:
-    def __init__(self, db: Database, runs: PgRuns, conn: Connection, job: ResumeJob) -> None:
+    def __init__(self, db: Database, conn: Connection, job: ResumeJob) -> None:
         self._db = db
-        self._runs = runs
         self._conn = conn
         self._job = job
 
@@ -37,19 +36,20 @@ class PgClaimedJob:
     async def complete(
         self, status: JobStatus, error: str | None = None, settlement: Settlement | None = None
     ) -> None:
-        if settlement is not None:
-            await self._runs.settle(settlement, self._conn)
-        await self._db.run(
-            "finish_job",
-            {"id": self._job.id, "status": JobStatus(status).value, "error": error},
-            self._conn,
+        params = settlement_params(
+            settlement or Settlement(run_id=self._job.run_id, status=RunStatus.WAITING)
         )
+        if settlement is None:
+            params["run_status"] = None
+        else:
+            params["run_status"] = params["status"]
+        params.update(id=self._job.id, status=JobStatus(status).value, error=error)
+        await self._db.run("finish_job", params, self._conn)
 
 
 class PgResumeQueue:
-    def __init__(self, db: Database, runs: PgRuns, url: str) -> None:
+    def __init__(self, db: Database, url: str) -> None:
         self._db = db
-        self._runs = runs
         self._url = url
         self._listener: psycopg.AsyncConnection[dict[str, object]] | None = None
 
@@ -60,10 +60,7 @@ class PgResumeQueue:
             if row is None:
                 yield None
                 return
-            job = ResumeJob.from_row(row)
-            # Serialise every step of one thread, across workers and processes.
-            await self._db.run("thread_xact_lock", {"thread_id": job.thread_id}, conn)
-            yield PgClaimedJob(self._db, self._runs, conn, job)
+            yield PgClaimedJob(self._db, conn, ResumeJob.from_row(row))
 
     async def queued(self) -> int:
         row = await self._db.one("queued_jobs", {})

@@ -6,7 +6,7 @@ from typing import Any
 
 from approvals.model import ExecutionStatus, Run, ToolExecution
 from approvals.ports import Settlement
-from storage.db import Connection, Database, Row, json
+from storage.db import Database, Row, json
 
 
 def settlement_params(settlement: Settlement) -> dict[str, Any]:
@@ -44,8 +44,8 @@ class PgRuns:
         row = await self._db.one("get_run", {"id": run_id})
         return Run.from_row(row) if row else None
 
-    async def settle(self, settlement: Settlement, conn: Connection | None = None) -> None:
-        await self._db.run("settle_run", settlement_params(settlement), conn)
+    async def settle(self, settlement: Settlement) -> None:
+        await self._db.run("settle_run", settlement_params(settlement))
 
 
 class PgToolLedger:

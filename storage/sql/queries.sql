@@ -124,17 +124,15 @@ SELECT status, expires_at <= now() AS expired FROM approval_requests WHERE id = 
 
 -- name: claim_job
 -- The oldest queued job nobody holds, with its run's graph; the caller's transaction holds the
--- row (FOR UPDATE) and then the thread's advisory lock until it commits or dies.
-SELECT q.*, r.graph
+-- row (FOR UPDATE), then waits for and holds the thread's advisory lock, until it commits or
+-- its connection dies.
+SELECT q.*, r.graph, pg_advisory_xact_lock(hashtextextended(q.thread_id, 7277))::text AS locked
   FROM (SELECT * FROM resume_queue
          WHERE status = 'queued'
          ORDER BY id
          LIMIT 1
          FOR UPDATE SKIP LOCKED) q
   JOIN runs r ON r.id = q.run_id;
-
--- name: thread_xact_lock
-SELECT pg_advisory_xact_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
 
 -- name: thread_lock
 SELECT pg_advisory_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
@@ -143,7 +141,21 @@ SELECT pg_advisory_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
 SELECT pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
 
 -- name: finish_job
-WITH job AS (
+-- Close a claimed job with its audit entry, and settle its run (when a settlement is given:
+-- status, answer, and the interrupt ids of the calls it now waits on).
+WITH bound AS (
+    UPDATE approval_requests r
+       SET interrupt_id = b.interrupt_id
+      FROM unnest(%(request_ids)s::uuid[], %(interrupt_ids)s::text[]) AS b(request_id, interrupt_id)
+     WHERE r.id = b.request_id AND r.interrupt_id IS DISTINCT FROM b.interrupt_id
+    RETURNING r.id
+), run AS (
+    UPDATE runs
+       SET status = %(run_status)s, error = %(error)s, answer = COALESCE(%(answer)s, answer),
+           updated_at = now()
+     WHERE id = %(run_id)s AND %(run_status)s::text IS NOT NULL
+    RETURNING id
+), job AS (
     UPDATE resume_queue
        SET status = %(status)s, last_error = %(error)s, attempts = attempts + 1,
            finished_at = now()
@@ -152,7 +164,9 @@ WITH job AS (
 )
 INSERT INTO audit_events (kind, run_id, request_id, data)
 SELECT 'resume.' || job.status, job.run_id, job.request_id,
-       jsonb_build_object('job', job.id, 'error', job.last_error)
+       jsonb_build_object('job', job.id, 'error', job.last_error,
+                          'settled', (SELECT count(*) FROM run),
+                          'bound', (SELECT count(*) FROM bound))
   FROM job;
 
 -- name: queued_jobs
