@@ -137,6 +137,13 @@ class ResumeQueue(Protocol):
         ...
 
 
+class PendingInterrupts(Protocol):
+    async def find(self, thread_id: str, request_id: str) -> str | None:
+        """The id of the interrupt in the thread's latest checkpoint that waits on this
+        request, or ``None`` when it no longer waits (or never got to wait)."""
+        ...
+
+
 class ThreadLocks(Protocol):
     def hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
         """Hold the per-thread lock: one step of a thread at a time, across processes."""

@@ -15,13 +15,12 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.model import JobStatus, RunStatus
-from approvals.ports import ClaimedJob, Runs, Settlement, ThreadLocks
+from approvals.ports import ClaimedJob, PendingInterrupts, Runs, Settlement, ThreadLocks
 from graphs.registry import GraphRegistry
 
 log = logging.getLogger("approvals.runner")
@@ -82,8 +81,10 @@ class Runner:
         registry: GraphRegistry,
         runs: Runs,
         locks: ThreadLocks,
+        interrupts: PendingInterrupts,
         transient: Callable[[BaseException], bool] = lambda exc: False,
     ) -> None:
+        self._interrupts = interrupts
         self._transient = transient
         self._registry = registry
         self._runs = runs
@@ -153,21 +154,16 @@ class Runner:
     ) -> Any:
         """What to resume the thread with: the decided call's pending interrupt, a step to
         continue, or nothing."""
-        saver = graph.checkpointer
-        if isinstance(saver, BaseCheckpointSaver):
-            latest = await saver.aget_tuple(config)
-            for _task, channel, value in (latest.pending_writes or []) if latest else []:
-                if channel != INTERRUPT_CHANNEL:
-                    continue
-                for intr in value if isinstance(value, list | tuple) else [value]:
-                    if _request_of(intr) == request_id:
-                        ref = {"request_id": request_id, "decision_id": decision_id}
-                        return Command(resume={intr.id: ref})
+        ref = {"request_id": request_id, "decision_id": decision_id}
+        thread_id = str(config.get("configurable", {})["thread_id"])
+        interrupt_id = await self._interrupts.find(thread_id, request_id)
+        if interrupt_id is not None:
+            return Command(resume={interrupt_id: ref})
+        # Not waiting: find out why, from the full state (the rare path).
         state = await graph.aget_state(config)
         for task in state.tasks:
             for intr in task.interrupts:
                 if _request_of(intr) == request_id:
-                    ref = {"request_id": request_id, "decision_id": decision_id}
                     return Command(resume={intr.id: ref})
         if state.next and not any(task.interrupts for task in state.tasks):
             # A step was cut short by a crash after the request was recorded and before its

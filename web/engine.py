@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
 from approvals.decisions import decide
 from approvals.model import Decision, Verdict
 from graphs.deps import GraphDeps
@@ -17,6 +15,7 @@ from graphs.registry import GraphRegistry
 from graphs.runner import Runner
 from graphs.worker import Worker
 from storage.audit import PgAuditLog
+from storage.checkpoints import PgPendingInterrupts, make_saver
 from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
 from storage.queue import PgResumeQueue, PgThreadLocks
 from storage.requests import PgApprovalRequests, PgDecisions
@@ -78,8 +77,9 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
         ledger = PgToolLedger(db)
         effects = PgSideEffects(db)
         queue = PgResumeQueue(db, url)
+        saver = make_saver(pool)
         deps = GraphDeps(
-            checkpointer=AsyncPostgresSaver(pool),
+            checkpointer=saver,
             requests=requests,
             ledger=ledger,
             effects=effects,
@@ -90,6 +90,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             registry=registry,
             runs=runs,
             locks=PgThreadLocks(db),
+            interrupts=PgPendingInterrupts(db, saver.serde),
             transient=is_transient,
         )
         worker = Worker(runner=runner, queue=queue, concurrency=settings.worker_concurrency)

@@ -223,3 +223,13 @@ VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(args)s);
 
 -- name: side_effects_for_call
 SELECT * FROM demo_side_effects WHERE run_id = %(run_id)s AND call_id = %(call_id)s ORDER BY id;
+
+-- name: latest_interrupt_writes
+-- The interrupts a thread's latest checkpoint waits on. Reads LangGraph's own tables (owned by
+-- its setup()) so the pre-resume check does not load and decode the whole conversation.
+SELECT w.type, w.blob
+  FROM checkpoint_writes w
+ WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = '' AND w.channel = '__interrupt__'
+   AND w.checkpoint_id = (SELECT c.checkpoint_id FROM checkpoints c
+                           WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = ''
+                           ORDER BY c.checkpoint_id DESC LIMIT 1);
