@@ -6,7 +6,7 @@ on these shapes, so the domain never imports an adapter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -103,14 +103,33 @@ class Settlement:
     waiting_on: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NewRun:
+    run_id: str
+    thread_id: str
+    graph: str
+    started_by: str
+    input: Any
+
+
+class RunLease(Protocol):
+    """A run being executed by this process, holding its thread's lock."""
+
+    def settle(self, settlement: Settlement) -> None:
+        """Say where the run stands; written when the lease ends, as the lock is released."""
+        ...
+
+
 class Runs(Protocol):
-    async def create(
-        self, *, run_id: str, thread_id: str, graph: str, started_by: str, input: Any
-    ) -> Run: ...
+    def begin(
+        self, new: NewRun, *, check: Callable[[], Awaitable[None]] | None = None
+    ) -> AbstractAsyncContextManager[RunLease]:
+        """Take the thread's lock and create the run; on exit, write the run's settlement and
+        release the lock. ``check`` runs under the lock before the run is created and may
+        raise to refuse it."""
+        ...
 
     async def get(self, run_id: str) -> Run | None: ...
-
-    async def settle(self, settlement: Settlement) -> None: ...
 
 
 class ClaimedJob(Protocol):
@@ -141,12 +160,6 @@ class PendingInterrupts(Protocol):
     async def find(self, thread_id: str, request_id: str) -> str | None:
         """The id of the interrupt in the thread's latest checkpoint that waits on this
         request, or ``None`` when it no longer waits (or never got to wait)."""
-        ...
-
-
-class ThreadLocks(Protocol):
-    def hold(self, thread_id: str) -> AbstractAsyncContextManager[None]:
-        """Hold the per-thread lock: one step of a thread at a time, across processes."""
         ...
 
 

@@ -20,7 +20,7 @@ from langgraph.types import Command
 
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.model import JobStatus, RunStatus
-from approvals.ports import ClaimedJob, PendingInterrupts, Runs, Settlement, ThreadLocks
+from approvals.ports import ClaimedJob, NewRun, PendingInterrupts, Runs, Settlement
 from graphs.registry import GraphRegistry
 
 log = logging.getLogger("approvals.runner")
@@ -80,7 +80,6 @@ class Runner:
         *,
         registry: GraphRegistry,
         runs: Runs,
-        locks: ThreadLocks,
         interrupts: PendingInterrupts,
         transient: Callable[[BaseException], bool] = lambda exc: False,
     ) -> None:
@@ -88,7 +87,6 @@ class Runner:
         self._transient = transient
         self._registry = registry
         self._runs = runs
-        self._locks = locks
 
     async def start(
         self, graph_name: str, input: Any, *, principal: str, thread_id: str | None = None
@@ -106,22 +104,21 @@ class Runner:
             "run_id": run_id,
             "started_by": principal,
         }
-        async with self._locks.hold(thread_id):
-            if given_thread:
-                state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-                if state.next:
-                    # New input would start past the calls still waiting for a human.
-                    raise ThreadBusy(thread_id)
-            await self._runs.create(
-                run_id=run_id,
-                thread_id=thread_id,
-                graph=graph_name,
-                started_by=principal,
-                input=input,
-            )
+
+        async def refuse_if_waiting() -> None:
+            state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+            if state.next:
+                # New input would start past the calls still waiting for a human.
+                raise ThreadBusy(thread_id)
+
+        new = NewRun(
+            run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=input
+        )
+        # A thread the runner just made up cannot be waiting: no need to look.
+        async with self._runs.begin(new, check=refuse_if_waiting if given_thread else None) as run:
             outcome = await self._invoke(graph, payload, run_id, thread_id)
-            await self._runs.settle(outcome.settlement)
-            return outcome
+            run.settle(outcome.settlement)
+        return outcome
 
     async def resume(self, claimed: ClaimedJob) -> RunOutcome | None:
         """Resume the run of a claimed job, if its interrupt is still pending.

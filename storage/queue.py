@@ -8,7 +8,6 @@ heartbeats, no leases to tune.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -82,27 +81,3 @@ class PgResumeQueue:
         if self._listener is not None:
             await self._listener.close()
             self._listener = None
-
-
-class PgThreadLocks:
-    """A session-level advisory lock per thread, on a connection held for the step."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    @asynccontextmanager
-    async def hold(self, thread_id: str) -> AsyncIterator[None]:
-        with translated_errors():
-            async with self._db.pool.connection() as conn:
-                await self._db.run("thread_lock", {"thread_id": thread_id}, conn)
-                released = False
-                try:
-                    yield
-                    await self._db.run("thread_unlock", {"thread_id": thread_id}, conn)
-                    released = True
-                finally:
-                    if not released:
-                        # Never hand a connection that may still hold the lock back to the
-                        # pool: closing it releases the lock, and the pool replaces it.
-                        with contextlib.suppress(Exception):
-                            await conn.close()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
+from approvals.errors import ApprovalsError
 from approvals.model import ExecutionStatus, Run, ToolExecution
-from approvals.ports import Settlement
-from storage.db import Database, Row, json
+from approvals.ports import NewRun, Settlement
+from storage.db import Database, Row, json, translated_errors
 
 
 def settlement_params(settlement: Settlement) -> dict[str, Any]:
@@ -20,32 +24,66 @@ def settlement_params(settlement: Settlement) -> dict[str, Any]:
     }
 
 
+class PgRunLease:
+    def __init__(self) -> None:
+        self.settlement: Settlement | None = None
+
+    def settle(self, settlement: Settlement) -> None:
+        self.settlement = settlement
+
+
 class PgRuns:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def create(
-        self, *, run_id: str, thread_id: str, graph: str, started_by: str, input: Any
-    ) -> Run:
-        row = await self._db.one(
-            "create_run",
-            {
-                "id": run_id,
-                "thread_id": thread_id,
-                "graph": graph,
-                "started_by": started_by,
-                "input": json(input),
-            },
-        )
-        assert row is not None
-        return Run.from_row(row)
+    @asynccontextmanager
+    async def begin(
+        self, new: NewRun, *, check: Callable[[], Awaitable[None]] | None = None
+    ) -> AsyncIterator[PgRunLease]:
+        """The thread's session-level advisory lock, on a connection held for the run. A fresh
+        thread takes it in the statement that creates the run, and the lease's settlement is
+        written by the statement that releases it."""
+        params = {
+            "id": new.run_id,
+            "thread_id": new.thread_id,
+            "graph": new.graph,
+            "started_by": new.started_by,
+            "input": json(new.input),
+        }
+        lock = {"thread_id": new.thread_id}
+        with translated_errors():
+            async with self._db.pool.connection() as conn:
+                released = False
+                try:
+                    if check is None:
+                        await self._db.one("lock_and_create_run", params, conn)
+                    else:
+                        await self._db.one("thread_lock", lock, conn)
+                        try:
+                            await check()
+                        except ApprovalsError:
+                            await self._db.one("thread_unlock", lock, conn)
+                            released = True
+                            raise
+                        await self._db.one("create_run", params, conn)
+                    lease = PgRunLease()
+                    yield lease
+                    if lease.settlement is None:
+                        await self._db.one("thread_unlock", lock, conn)
+                    else:
+                        settled = settlement_params(lease.settlement)
+                        await self._db.one("settle_run_and_unlock", settled | lock, conn)
+                    released = True
+                finally:
+                    if not released:
+                        # Never hand a connection that may still hold the lock back to the
+                        # pool: closing it releases the lock, and the pool replaces it.
+                        with contextlib.suppress(Exception):
+                            await conn.close()
 
     async def get(self, run_id: str) -> Run | None:
         row = await self._db.one("get_run", {"id": run_id})
         return Run.from_row(row) if row else None
-
-    async def settle(self, settlement: Settlement) -> None:
-        await self._db.run("settle_run", settlement_params(settlement))
 
 
 class PgToolLedger:

@@ -17,7 +17,7 @@ from graphs.worker import Worker
 from storage.audit import PgAuditLog
 from storage.checkpoints import PgPendingInterrupts, make_saver
 from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
-from storage.queue import PgResumeQueue, PgThreadLocks
+from storage.queue import PgResumeQueue
 from storage.requests import PgApprovalRequests, PgDecisions
 from storage.runs import PgRuns, PgSideEffects, PgToolLedger
 from web.settings import Settings
@@ -89,7 +89,6 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
         runner = Runner(
             registry=registry,
             runs=runs,
-            locks=PgThreadLocks(db),
             interrupts=PgPendingInterrupts(db, saver.serde),
             transient=is_transient,
         )

@@ -15,23 +15,38 @@ WITH run AS (
 )
 SELECT * FROM run;
 
+-- name: lock_and_create_run
+-- A run on a fresh thread: created, and its thread lock taken on this session, in one statement.
+WITH run AS (
+    INSERT INTO runs (id, thread_id, graph, status, started_by, input)
+    VALUES (%(id)s, %(thread_id)s, %(graph)s, 'running', %(started_by)s, %(input)s)
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, principal, data)
+    SELECT 'run.started', run.id, run.started_by, jsonb_build_object('graph', run.graph) FROM run
+)
+SELECT run.*, pg_advisory_lock(hashtextextended(run.thread_id, 7277))::text AS locked FROM run;
+
 -- name: get_run
 SELECT * FROM runs WHERE id = %(id)s;
 
--- name: settle_run
--- A run's status after a step, with the interrupt ids of the calls it now waits on.
+-- name: settle_run_and_unlock
+-- settle_run, and the release of the thread lock this session took for the run.
 WITH bound AS (
     UPDATE approval_requests r
        SET interrupt_id = b.interrupt_id
       FROM unnest(%(request_ids)s::uuid[], %(interrupt_ids)s::text[]) AS b(request_id, interrupt_id)
      WHERE r.id = b.request_id AND r.interrupt_id IS DISTINCT FROM b.interrupt_id
     RETURNING r.id
+), run AS (
+    UPDATE runs
+       SET status = %(status)s, error = %(error)s, answer = COALESCE(%(answer)s, answer),
+           updated_at = now()
+     WHERE id = %(run_id)s
+    RETURNING id
 )
-UPDATE runs
-   SET status = %(status)s, error = %(error)s, answer = COALESCE(%(answer)s, answer),
-       updated_at = now()
- WHERE id = %(run_id)s
-RETURNING (SELECT count(*) FROM bound) AS bound;
+SELECT pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked,
+       (SELECT count(*) FROM run) AS settled, (SELECT count(*) FROM bound) AS bound;
 
 -- name: open_request
 -- Record a pending call if it is new (superseding an earlier request for the same call with

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from web.engine import Engine
@@ -24,3 +26,17 @@ async def start_refund(
     outcome = await engine.runner.start("refund", {"message": message}, principal=principal)
     assert outcome.status == "waiting", outcome
     return outcome
+
+
+@asynccontextmanager
+async def thread_lock(engine: Engine, thread_id: str) -> AsyncIterator[None]:
+    """Hold a thread's lock the way a running step does (same key as the engine's queries),
+    to stand between a worker and the thread."""
+    async with engine.db.pool.connection() as conn:
+        await conn.execute("select pg_advisory_lock(hashtextextended(%s, 7277))", (thread_id,))
+        try:
+            yield
+        finally:
+            await conn.execute(
+                "select pg_advisory_unlock(hashtextextended(%s, 7277))", (thread_id,)
+            )

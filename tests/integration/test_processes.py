@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from approvals.model import ExecutionStatus
-from tests.integration.helpers import scalar, side_effects, start_refund
+from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
 from tests.integration.processes import cli, eventually, spawn
 from web.engine import Engine
 
@@ -68,8 +68,7 @@ async def test_a_worker_killed_after_claiming_loses_nothing(
 ) -> None:
     run = await start_refund(engine)
     await engine.decide(run.pending[0], "approve", principal="bob")
-    locks = engine.runner._locks
-    async with locks.hold(run.thread_id):
+    async with thread_lock(engine, run.thread_id):
         # The worker claims the job, then waits for the thread lock we hold: killed there,
         # the decision is consumed and the resume has not finished.
         worker = await spawn(cli_env, "worker")

@@ -9,7 +9,7 @@ import pytest
 
 from approvals.errors import ThreadBusy
 from approvals.model import ExecutionStatus, JobStatus, RequestStatus, ResumeJob
-from tests.integration.helpers import scalar, side_effects, start_refund
+from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -115,10 +115,9 @@ async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine
         graph="refund",
         attempts=0,
     )
-    locks = engine.runner._locks  # the same per-thread lock the worker takes
 
     async def resume(held: _HeldJob) -> None:
-        async with locks.hold(run.thread_id):
+        async with thread_lock(engine, run.thread_id):
             await engine.runner.resume(held)
 
     held = [_HeldJob(job) for _ in range(4)]
