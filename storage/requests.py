@@ -18,19 +18,12 @@ _STATUS_OF_KIND = {
 
 
 def _decision_of(row: dict[str, Any]) -> Decision | None:
+    """The decision joined to a request row (its columns prefixed ``d_``), if there is one."""
     if row["d_id"] is None:
         return None
-    return Decision(
-        id=str(row["d_id"]),
-        request_id=str(row["id"]),
-        run_id=str(row["run_id"]),
-        call_id=row["call_id"],
-        kind=DecisionKind(row["d_kind"]),
-        principal=row["d_principal"],
-        reason=row["d_reason"],
-        args=row["d_args"],
-        args_identity=row["d_args_identity"],
-        decided_at=row["d_decided_at"],
+    joined = {key[2:]: value for key, value in row.items() if key.startswith("d_")}
+    return Decision.from_row(
+        joined | {"request_id": row["id"], "run_id": row["run_id"], "call_id": row["call_id"]}
     )
 
 

@@ -111,6 +111,22 @@ def upgrade() -> None:
         );
         CREATE INDEX audit_events_run_idx ON audit_events (run_id, id);
 
+        -- Where a run stands after a step: its status, and the interrupt id of each call it now
+        -- waits on. Shared by the statements that end a step (a run's lease, a resume job).
+        CREATE FUNCTION approvals_settle_run(
+            p_run_id uuid, p_status text, p_error text, p_answer text,
+            p_request_ids uuid[], p_interrupt_ids text[]
+        ) RETURNS void LANGUAGE sql AS $fn$
+            UPDATE approval_requests r
+               SET interrupt_id = b.interrupt_id
+              FROM unnest(p_request_ids, p_interrupt_ids) AS b(request_id, interrupt_id)
+             WHERE r.id = b.request_id AND r.interrupt_id IS DISTINCT FROM b.interrupt_id;
+            UPDATE runs
+               SET status = p_status, error = p_error, answer = COALESCE(p_answer, answer),
+                   updated_at = now()
+             WHERE id = p_run_id;
+        $fn$;
+
         -- Every real invocation of an example tool; deliberately no unique constraint so that
         -- a double execution would show up as two rows.
         CREATE TABLE demo_side_effects (
@@ -128,6 +144,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute(
         """
+        DROP FUNCTION approvals_settle_run;
         DROP TABLE demo_side_effects;
         DROP TABLE audit_events;
         DROP TABLE tool_executions;

@@ -31,22 +31,10 @@ SELECT run.*, pg_advisory_lock(hashtextextended(run.thread_id, 7277))::text AS l
 SELECT * FROM runs WHERE id = %(id)s;
 
 -- name: settle_run_and_unlock
--- settle_run, and the release of the thread lock this session took for the run.
-WITH bound AS (
-    UPDATE approval_requests r
-       SET interrupt_id = b.interrupt_id
-      FROM unnest(%(request_ids)s::uuid[], %(interrupt_ids)s::text[]) AS b(request_id, interrupt_id)
-     WHERE r.id = b.request_id AND r.interrupt_id IS DISTINCT FROM b.interrupt_id
-    RETURNING r.id
-), run AS (
-    UPDATE runs
-       SET status = %(status)s, error = %(error)s, answer = COALESCE(%(answer)s, answer),
-           updated_at = now()
-     WHERE id = %(run_id)s
-    RETURNING id
-)
-SELECT pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked,
-       (SELECT count(*) FROM run) AS settled, (SELECT count(*) FROM bound) AS bound;
+-- Settle a run and release the thread lock this session took for it.
+SELECT approvals_settle_run(%(run_id)s, %(status)s, %(error)s, %(answer)s,
+                            %(request_ids)s::uuid[], %(interrupt_ids)s::text[])::text AS settled,
+       pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
 
 -- name: open_request
 -- Record a pending call if it is new (superseding an earlier request for the same call with
@@ -156,32 +144,22 @@ SELECT pg_advisory_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
 SELECT pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
 
 -- name: finish_job
--- Close a claimed job with its audit entry, and settle its run (when a settlement is given:
--- status, answer, and the interrupt ids of the calls it now waits on).
-WITH bound AS (
-    UPDATE approval_requests r
-       SET interrupt_id = b.interrupt_id
-      FROM unnest(%(request_ids)s::uuid[], %(interrupt_ids)s::text[]) AS b(request_id, interrupt_id)
-     WHERE r.id = b.request_id AND r.interrupt_id IS DISTINCT FROM b.interrupt_id
-    RETURNING r.id
-), run AS (
-    UPDATE runs
-       SET status = %(run_status)s, error = %(error)s, answer = COALESCE(%(answer)s, answer),
-           updated_at = now()
-     WHERE id = %(run_id)s AND %(run_status)s::text IS NOT NULL
-    RETURNING id
-), job AS (
+-- Close a claimed job with its audit entry, and settle its run when a status is given.
+WITH job AS (
     UPDATE resume_queue
        SET status = %(status)s, last_error = %(error)s, attempts = attempts + 1,
            finished_at = now()
      WHERE id = %(id)s
     RETURNING *
+), settled AS (
+    SELECT approvals_settle_run(%(run_id)s, %(run_status)s, %(error)s, %(answer)s,
+                                %(request_ids)s::uuid[], %(interrupt_ids)s::text[])
+     WHERE %(run_status)s::text IS NOT NULL
 )
 INSERT INTO audit_events (kind, run_id, request_id, data)
 SELECT 'resume.' || job.status, job.run_id, job.request_id,
        jsonb_build_object('job', job.id, 'error', job.last_error,
-                          'settled', (SELECT count(*) FROM run),
-                          'bound', (SELECT count(*) FROM bound))
+                          'settled', (SELECT count(*) FROM settled) > 0)
   FROM job;
 
 -- name: queued_jobs

@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from approvals.errors import ThreadBusy
-from approvals.model import ExecutionStatus, JobStatus, RequestStatus, ResumeJob
+from approvals.model import Decision, ExecutionStatus, JobStatus, RequestStatus, ResumeJob
+from graphs.runner import RunOutcome
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
 from web.engine import Engine, open_engine
 from web.settings import Settings
@@ -86,6 +87,19 @@ async def test_two_workers_draining_at_once_resume_each_run_once(
     assert await scalar(engine, "select count(*) from resume_queue where status = 'done'") == 8
 
 
+def _job_for(decision: Decision, run: RunOutcome) -> ResumeJob:
+    """The resume job a decision queues, as a second deliverer would hold it."""
+    return ResumeJob(
+        id=0,
+        request_id=decision.request_id,
+        decision_id=decision.id,
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        graph="refund",
+        attempts=0,
+    )
+
+
 class _HeldJob:
     """A resume job as a second deliverer would hold it (e.g. a redelivered message)."""
 
@@ -106,15 +120,7 @@ class _HeldJob:
 async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine) -> None:
     run = await start_refund(engine)
     decision = await engine.decide(run.pending[0], "approve", principal="bob")
-    job = ResumeJob(
-        id=0,
-        request_id=decision.request_id,
-        decision_id=decision.id,
-        run_id=run.run_id,
-        thread_id=run.thread_id,
-        graph="refund",
-        attempts=0,
-    )
+    job = _job_for(decision, run)
 
     async def resume(held: _HeldJob) -> None:
         async with thread_lock(engine, run.thread_id):
@@ -130,17 +136,7 @@ async def test_resuming_an_already_resumed_call_is_skipped(engine: Engine) -> No
     run = await start_refund(engine)
     decision = await engine.decide(run.pending[0], "approve", principal="bob")
     await engine.worker.drain()
-    replay = _HeldJob(
-        ResumeJob(
-            id=0,
-            request_id=decision.request_id,
-            decision_id=decision.id,
-            run_id=run.run_id,
-            thread_id=run.thread_id,
-            graph="refund",
-            attempts=0,
-        )
-    )
+    replay = _HeldJob(_job_for(decision, run))
     assert await engine.runner.resume(replay) is None
     assert replay.status == JobStatus.SKIPPED
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
