@@ -12,6 +12,7 @@ import contextlib
 import getpass
 import json
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -321,14 +322,19 @@ def demo_command(
                 f"\nPaused: {request.tool} {json.dumps(request.shown.get('args'))} waits for a"
                 f" decision (request {request_id})."
             )
-        first = outcome.pending[0]
+        first = await engine.requests.get(outcome.pending[0])
+        assert first is not None
+        prog = shlex.quote(sys.argv[0]) if sys.argv[0].endswith("approvals") else "approvals"
+        decide = f"{prog} decide {first.id}"
+        args = dict(first.shown.get("args") or {})
+        if isinstance(args.get("amount"), int | float):
+            args["amount"] = round(args["amount"] / 2, 2)
+            args["reason"] = "partial refund"
         typer.echo(
-            "\nDecide it from another terminal:\n"
-            f"  .venv/bin/approvals decide {first} approve --as demo:approver\n"
-            f"  .venv/bin/approvals decide {first} reject --reason 'not eligible'"
-            " --as demo:approver\n"
-            f'  .venv/bin/approvals decide {first} approve --args \'{{"order_id": "1001", '
-            f'"amount": 10.0, "reason": "partial"}}\' --as demo:approver\n'
+            "\nDecide it from another terminal, in this directory:\n"
+            f"  {decide} approve --as demo:approver\n"
+            f"  {decide} reject --reason 'not eligible' --as demo:approver\n"
+            f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as demo:approver\n"
             "\nA worker is running here and resumes the run as soon as you decide (Ctrl-C stops)."
         )
         stop = asyncio.Event()
