@@ -25,9 +25,14 @@ def translated_errors() -> Iterator[None]:
         yield
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(str(exc).strip().splitlines()[0] if str(exc) else "") from exc
-    except psycopg.errors.UndefinedTable as exc:
+    except (
+        psycopg.errors.UndefinedTable,
+        psycopg.errors.UndefinedColumn,
+        psycopg.errors.UndefinedFunction,
+    ) as exc:
         raise DatabaseUnavailable(
-            "the database has no approvals schema; run `approvals db upgrade` first"
+            "the database schema is missing or out of date; run `approvals db upgrade`"
+            f" ({str(exc).splitlines()[0]})"
         ) from exc
 
 

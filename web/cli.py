@@ -12,6 +12,7 @@ import contextlib
 import getpass
 import json
 import logging
+import os
 import shlex
 import signal
 import sys
@@ -116,10 +117,21 @@ def run_async(
         async with open_engine(url, settings) as engine:
             return await fn(engine)
 
+    return guarded(lambda: asyncio.run(main()))
+
+
+def guarded(call: Callable[[], T]) -> T:
+    """Engine errors become their exit code; anything unexpected one line and exit 1 (with the
+    traceback when APPROVALS_DEBUG=1)."""
     try:
-        return asyncio.run(main())
+        return call()
     except ApprovalsError as exc:
         fail(str(exc), _exit_code(exc))
+    except Exception as exc:
+        if os.environ.get("APPROVALS_DEBUG") == "1":
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        fail(f"unexpected {type(exc).__name__}: {first} (APPROVALS_DEBUG=1 shows more)", 1)
 
 
 @db_app.command("upgrade")
@@ -131,10 +143,7 @@ def db_upgrade() -> None:
         url, _ = database_url(settings)
         await upgrade(url)
 
-    try:
-        asyncio.run(main())
-    except ApprovalsError as exc:
-        fail(str(exc), _exit_code(exc))
+    guarded(lambda: asyncio.run(main()))
     typer.echo("database is up to date")
 
 
