@@ -6,14 +6,16 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from pydantic import Field, ValidationError
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import StructuredTool
+from pydantic import BaseModel, Field, ValidationError
 
 from approvals.errors import InvalidRunInput
 from graphs.examples.email import email_script
 from graphs.examples.refund import refund_script
 from graphs.interceptors import EscalateSensitiveTools
 from graphs.runner import parse_input
-from graphs.tools import ToolCall, governed_tool
+from graphs.tools import ToolCall, from_langchain, governed_tool
 
 
 def test_governed_tool_schema_comes_from_type_hints() -> None:
@@ -98,3 +100,29 @@ def test_only_sensitive_tools_escalate() -> None:
 def test_run_input_must_be_a_message(value: object) -> None:
     with pytest.raises(InvalidRunInput):
         parse_input(value)
+
+
+async def test_a_langchain_tool_is_governed_with_its_schema_and_key() -> None:
+
+    class Payout(BaseModel):
+        account: str
+        cents: int = Field(gt=0)
+
+    seen: list[dict[str, object]] = []
+
+    async def pay(account: str, cents: int, config: RunnableConfig) -> str:
+        seen.append(dict(config.get("metadata") or {}))
+        return f"paid {cents} to {account}"
+
+    lc_tool = StructuredTool.from_function(
+        coroutine=pay, name="payout", description="Pay out.", args_schema=Payout
+    )
+    governed = from_langchain(lc_tool, sensitive=True)
+    assert governed.sensitive
+    assert governed.args_schema()["required"] == ["account", "cents"]
+    with pytest.raises(ValidationError):
+        governed.validate({"account": "a", "cents": 0})
+    call = ToolCall(run_id="r", call_id="c", tool="payout", idempotency_key="k-1", principal="p")
+    result = await governed.fn(governed.validate({"account": "acct_1", "cents": 5}), call)
+    assert result == "paid 5 to acct_1"
+    assert seen[0]["idempotency_key"] == "k-1"
