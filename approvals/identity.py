@@ -9,14 +9,15 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import rfc8785
+from agent_hooks import canonical_json
 
 SCHEME = "jcs-sha256"
 
 
 def jcs_sha256(value: Any) -> str:
-    """``jcs-sha256:<hex>`` of any JSON value."""
-    digest = hashlib.sha256(rfc8785.dumps(value)).hexdigest()
+    """``jcs-sha256:<hex>`` of any JSON value (the canonical form is computed by the
+    agent-hooks core, the same code that computes the contract's context identities)."""
+    digest = hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
     return f"{SCHEME}:{digest}"
 
 

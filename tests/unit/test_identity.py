@@ -21,9 +21,13 @@ def test_identity_ignores_key_order_but_not_values() -> None:
     assert a != call_identity(run_id="r", call_id="c2", tool="t", args={"x": 1, "y": [1, 2]})
 
 
-def test_jcs_matches_rfc8785_number_and_string_forms() -> None:
-    # RFC 8785: 1.0 serialises as 1, strings keep their unicode.
-    assert jcs_sha256({"a": 1.0}) == jcs_sha256({"a": 1})
+def test_jcs_follows_rfc8785() -> None:
+    import hashlib
+
+    # RFC 8785: sorted keys, no whitespace, 1.0 serialises as 1, non-ASCII kept as UTF-8.
+    canonical = '{"a":1,"b":[true,null,"é"],"c":{"d":1e+21,"e":0.5}}'
+    expected = "jcs-sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    assert jcs_sha256({"c": {"e": 0.5, "d": 1e21}, "b": [True, None, "é"], "a": 1.0}) == expected
     assert jcs_sha256({"a": "é"}) != jcs_sha256({"a": "e"})
 
 
