@@ -6,7 +6,7 @@ on these shapes, so the domain never imports an adapter.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -161,19 +161,6 @@ class PendingInterrupts(Protocol):
         """The id of the interrupt in the thread's latest checkpoint that waits on this
         request, or ``None`` when it no longer waits (or never got to wait)."""
         ...
-
-
-class AuditLog(Protocol):
-    async def append(
-        self,
-        kind: str,
-        *,
-        run_id: str | None = None,
-        request_id: str | None = None,
-        call_id: str | None = None,
-        principal: str | None = None,
-        data: Mapping[str, Any] | None = None,
-    ) -> None: ...
 
 
 class SideEffectLog(Protocol):

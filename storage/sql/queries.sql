@@ -203,10 +203,6 @@ SELECT * FROM tool_executions
 -- name: run_executions
 SELECT * FROM tool_executions WHERE run_id = %(run_id)s ORDER BY id;
 
--- name: insert_audit
-INSERT INTO audit_events (kind, run_id, request_id, call_id, principal, data)
-VALUES (%(kind)s, %(run_id)s, %(request_id)s, %(call_id)s, %(principal)s, %(data)s);
-
 -- name: run_audit
 SELECT * FROM audit_events WHERE run_id = %(run_id)s ORDER BY id;
 
