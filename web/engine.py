@@ -64,11 +64,15 @@ class Engine:
 
 @asynccontextmanager
 async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterator[Engine]:
+    """The engine on the database at ``url`` (already upgraded), for the life of the block.
+
+    Raises ``DatabaseUnavailable`` at once when the server cannot be reached."""
     settings = settings or Settings(database_url=url)
     await check_connection(url)
     pool = open_pool(url, max_size=settings.pool_max_size)
     with translated_errors():
         await pool.open(wait=True, timeout=15)
+    queue: PgResumeQueue | None = None
     try:
         db = Database(pool)
         audit = PgAuditLog(db)
@@ -108,6 +112,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             runner=runner,
             worker=worker,
         )
-        await queue.close()
     finally:
+        if queue is not None:
+            await queue.close()
         await pool.close()
