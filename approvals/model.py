@@ -249,6 +249,7 @@ class ResumeJob:
     decision_id: str
     run_id: str
     thread_id: str
+    call_id: str
     graph: str
     attempts: int
 
@@ -260,6 +261,7 @@ class ResumeJob:
             decision_id=str(row["decision_id"]),
             run_id=str(row["run_id"]),
             thread_id=row["thread_id"],
+            call_id=row["call_id"],
             graph=row["graph"],
             attempts=row["attempts"],
         )

@@ -19,7 +19,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
-from approvals.model import JobStatus, RunStatus
+from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import ClaimedJob, NewRun, PendingInterrupts, Runs, Settlement
 from graphs.registry import GraphRegistry
 
@@ -128,10 +128,8 @@ class Runner:
         job = claimed.job
         graph = self._registry.get(job.graph)
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
-        payload: Any = await self._resume_payload(graph, config, job.request_id, job.decision_id)
+        payload: Any = await self._resume_payload(graph, config, job)
         if payload is _NOTHING_TO_RESUME:
-            # Already resumed (by a sibling call's resume, or a worker that died after the
-            # checkpoint): nothing to do, and doing it again would be the double execution.
             await claimed.complete(JobStatus.SKIPPED)
             return None
         outcome = await self._invoke(graph, payload, job.run_id, job.thread_id)
@@ -146,27 +144,30 @@ class Runner:
         self,
         graph: Pregel[Any, Any, Any, Any],
         config: RunnableConfig,
-        request_id: str,
-        decision_id: str,
+        job: ResumeJob,
     ) -> Any:
-        """What to resume the thread with: the decided call's pending interrupt, a step to
-        continue, or nothing."""
-        ref = {"request_id": request_id, "decision_id": decision_id}
-        thread_id = str(config.get("configurable", {})["thread_id"])
-        interrupt_id = await self._interrupts.find(thread_id, request_id)
+        """What to resume the thread with: the decided call's pending interrupt, the thread's
+        unfinished step, or nothing."""
+        ref = {"request_id": job.request_id, "decision_id": job.decision_id}
+        interrupt_id = await self._interrupts.find(job.thread_id, job.request_id)
         if interrupt_id is not None:
             return Command(resume={interrupt_id: ref})
         # Not waiting: find out why, from the full state (the rare path).
         state = await graph.aget_state(config)
         for task in state.tasks:
             for intr in task.interrupts:
-                if _request_of(intr) == request_id:
+                if _request_of(intr) == job.request_id:
                     return Command(resume={intr.id: ref})
-        if state.next and not any(task.interrupts for task in state.tasks):
-            # A step was cut short by a crash after the request was recorded and before its
-            # interrupt was checkpointed: continue the step. Its tool calls read their
-            # decisions from the database, and the ledger keeps each to one execution.
+        messages = state.values.get("messages", []) if isinstance(state.values, dict) else []
+        answered = any(getattr(m, "tool_call_id", None) == job.call_id for m in messages)
+        if state.tasks and not answered:
+            # The process running the step died after the request was recorded and before
+            # its interrupt was checkpointed (checkpoints are written in the background, so
+            # the step's own checkpoint may be missing too): continue the thread. The call
+            # reads its decision from the database, and the ledger keeps it to one execution.
             return None
+        # Already resumed (by a sibling call's resume, or a worker that died after the
+        # checkpoint): doing it again would be the double execution.
         return _NOTHING_TO_RESUME
 
     async def _invoke(
@@ -174,7 +175,12 @@ class Runner:
     ) -> RunOutcome:
         config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
         try:
-            result = await graph.ainvoke(payload, config)
+            # durability="sync": a step's checkpoint is written before the next step starts. With
+            # LangGraph's default ("async") a tool step can record a request, or execute, while
+            # the checkpoint holding the model's tool calls is still being written; a crash then
+            # replays the model, which may propose other calls, and the recorded call is
+            # orphaned (or a different call repeats its effect).
+            result = await graph.ainvoke(payload, config, durability="sync")
         except Exception as exc:  # a host failure stops the run, visibly
             if isinstance(exc, DatabaseUnavailable) or self._transient(exc):
                 # The database went away mid-step: nothing is lost (the step re-runs from its

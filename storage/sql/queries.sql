@@ -129,13 +129,15 @@ SELECT status, expires_at <= now() AS expired FROM approval_requests WHERE id = 
 -- The oldest queued job nobody holds, with its run's graph; the caller's transaction holds the
 -- row (FOR UPDATE), then waits for and holds the thread's advisory lock, until it commits or
 -- its connection dies.
-SELECT q.*, r.graph, pg_advisory_xact_lock(hashtextextended(q.thread_id, 7277))::text AS locked
+SELECT q.*, r.graph, a.call_id,
+       pg_advisory_xact_lock(hashtextextended(q.thread_id, 7277))::text AS locked
   FROM (SELECT * FROM resume_queue
          WHERE status = 'queued'
          ORDER BY id
          LIMIT 1
          FOR UPDATE SKIP LOCKED) q
-  JOIN runs r ON r.id = q.run_id;
+  JOIN runs r ON r.id = q.run_id
+  JOIN approval_requests a ON a.id = q.request_id;
 
 -- name: thread_lock
 SELECT pg_advisory_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;

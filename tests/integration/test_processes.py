@@ -131,3 +131,30 @@ async def test_a_running_worker_wakes_on_a_decision(
         code = await asyncio.wait_for(worker.wait(), 30)
     assert code == 0
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+
+
+async def test_a_starter_killed_once_the_request_is_recorded_loses_nothing(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    starter = await spawn(
+        cli_env, "runs", "start", "refund", "--input", '{"message": "refund 1004"}'
+    )
+
+    async def recorded() -> str | None:
+        rows = await engine.requests.search()
+        return rows[0].id if rows else None
+
+    request_id = await eventually(recorded, timeout=60, interval=0.005)
+    starter.send_signal(signal.SIGKILL)
+    await starter.wait()
+    # Killed somewhere between recording the request and settling the run: whichever, the
+    # decision must still lead to exactly one execution and a finished run.
+    await engine.decide(request_id, "approve", principal="bob")
+    drained = await cli(cli_env, "worker", "--drain")
+    assert drained.code == 0, drained.stderr
+    request = await engine.requests.get(request_id)
+    assert request is not None
+    assert len(await side_effects(engine, request.run_id, request.call_id)) == 1
+    finished = await engine.runs.get(request.run_id)
+    assert finished is not None
+    assert finished.status == "completed"

@@ -95,6 +95,7 @@ def _job_for(decision: Decision, run: RunOutcome) -> ResumeJob:
         decision_id=decision.id,
         run_id=run.run_id,
         thread_id=run.thread_id,
+        call_id="refund-1001",
         graph="refund",
         attempts=0,
     )
