@@ -283,3 +283,32 @@ async def test_a_database_failure_mid_resume_leaves_the_job_for_a_retry(
     done = await engine.runs.get(run.run_id)
     assert done is not None
     assert done.status == "completed"
+
+
+async def test_a_finished_execution_is_replayed_not_run_again(engine: Engine) -> None:
+    # What a crash after the ledger says "succeeded" and before the checkpoint leaves behind.
+    run = await start_refund(engine)
+    await engine.ledger.begin(
+        run_id=run.run_id,
+        call_id="refund-1001",
+        tool="issue_refund",
+        key="k",
+        args_identity="jcs-sha256:x",
+    )
+    recorded = {"refund_id": "rf_recorded", "order_id": "1001", "amount": 25.0}
+    await engine.ledger.finish(
+        run_id=run.run_id,
+        call_id="refund-1001",
+        status=ExecutionStatus.SUCCEEDED,
+        result=recorded,
+    )
+    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.worker.drain()
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
+    graph = engine.registry.get("refund")
+    state = await graph.aget_state({"configurable": {"thread_id": run.thread_id}})
+    results = [
+        m for m in state.values["messages"] if getattr(m, "tool_call_id", "") == "refund-1001"
+    ]
+    assert len(results) == 1
+    assert "rf_recorded" in str(results[0].content)
