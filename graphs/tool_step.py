@@ -27,6 +27,7 @@ from approvals.errors import DatabaseUnavailable
 from approvals.identity import call_identity, idempotency_key
 from approvals.model import ApprovalRequest, ExecutionStatus
 from approvals.ports import NewRequest
+from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
 from graphs.resolver import StoredDecisionResolver
 from graphs.tools import GovernedTool, ToolCall
@@ -108,6 +109,17 @@ class ToolStep:
                 {"code": "invalid_arguments", "errors": _validation_errors(exc)},
             )
         args = parsed.model_dump(mode="json")
+        tool_call = ToolCall(
+            run_id=run_id,
+            call_id=call_id,
+            tool=name,
+            idempotency_key=idempotency_key(run_id=run_id, call_id=call_id),
+            principal=principal,
+        )
+        # So do the tool's preconditions: a call that cannot run is no question for a human.
+        failed = await first_failure(tool.preconditions, args, tool_call)
+        if failed is not None:
+            return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
         identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
         # What the approver will be shown, bound by its identity; recorded (idempotently)
         # only if a policy escalates the call.
@@ -152,20 +164,24 @@ class ToolStep:
             )
         final_args = outcome.target if isinstance(outcome.target, dict) else args
         if final_args != args:
-            # An approver's edit (or a transform): validate again against the real schema.
+            # An approver's edit (or a transform): validate again against the real schema,
+            # and the tool's preconditions against the new values.
             try:
                 parsed = tool.validate(final_args)
             except ValidationError as exc:
                 return _error(
                     call_id, name, {"code": "invalid_arguments", "errors": _validation_errors(exc)}
                 )
-        return await self._execute_once(tool, parsed, run_id, call_id, principal)
+            failed = await first_failure(
+                tool.preconditions, parsed.model_dump(mode="json"), tool_call
+            )
+            if failed is not None:
+                return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
+        return await self._execute_once(tool, parsed, tool_call)
 
-    async def _execute_once(
-        self, tool: GovernedTool, args: Any, run_id: str, call_id: str, principal: str
-    ) -> ToolMessage:
+    async def _execute_once(self, tool: GovernedTool, args: Any, call: ToolCall) -> ToolMessage:
         ledger = self._deps.ledger
-        key = idempotency_key(run_id=run_id, call_id=call_id)
+        run_id, call_id, key = call.run_id, call.call_id, call.idempotency_key
         args_json = args.model_dump(mode="json")
         args_identity = call_identity(
             run_id=run_id, call_id=call_id, tool=tool.name, args=args_json
@@ -179,6 +195,12 @@ class ToolStep:
                 # know whether the effect happened, so we never run it again.
                 row = await ledger.finish(
                     run_id=run_id, call_id=call_id, status=ExecutionStatus.OUTCOME_UNKNOWN
+                )
+            if row.status is ExecutionStatus.SUCCEEDED and row.error:
+                return _error(
+                    call_id,
+                    tool.name,
+                    {"code": "postcondition_failed", "message": row.error, "result": row.result},
                 )
             if row.status is ExecutionStatus.SUCCEEDED:
                 return ToolMessage(
@@ -197,9 +219,6 @@ class ToolStep:
                     "it is not retried until an operator reconciles it",
                 },
             )
-        call = ToolCall(
-            run_id=run_id, call_id=call_id, tool=tool.name, idempotency_key=key, principal=principal
-        )
         try:
             result = await tool.fn(args, call)
             json.dumps(result)
@@ -211,9 +230,23 @@ class ToolStep:
                 run_id=run_id, call_id=call_id, status=ExecutionStatus.FAILED, error=message
             )
             return _error(call_id, tool.name, {"code": "tool_failed", "message": message})
+        # The effect happened: a postcondition that does not hold is recorded with the result
+        # and reported, never a reason to run the tool again.
+        failed = await first_failure(tool.postconditions, args_json, call, result)
+        problem = f"postcondition {failed.condition} failed: {failed.message}" if failed else None
         await ledger.finish(
-            run_id=run_id, call_id=call_id, status=ExecutionStatus.SUCCEEDED, result=result
+            run_id=run_id,
+            call_id=call_id,
+            status=ExecutionStatus.SUCCEEDED,
+            result=result,
+            error=problem,
         )
+        if problem is not None:
+            return _error(
+                call_id,
+                tool.name,
+                {"code": "postcondition_failed", "message": problem, "result": result},
+            )
         return ToolMessage(
             content=json.dumps(result, sort_keys=True), tool_call_id=call_id, name=tool.name
         )

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, create_model
+
+from graphs.conditions import Condition
 
 
 @functools.cache
@@ -38,13 +40,38 @@ ToolFn = Callable[[BaseModel, ToolCall], Awaitable[Any]]
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GovernedTool:
-    """A tool the governed loop may call. ``sensitive`` tools pause for a human decision."""
+    """A tool the governed loop may call, with the validation it carries.
+
+    ``sensitive`` tools pause for a human decision. ``preconditions`` are checked before anyone
+    is asked (a failure is an error naming the rule, for the model to explain); ``postconditions``
+    after the tool ran (a failure is recorded and reported). ``risk``, ``estimated_cost`` and
+    ``approver_group`` describe the tool to policies and approvers.
+    """
 
     name: str
     description: str
     args_model: type[BaseModel]
     fn: ToolFn
     sensitive: bool = False
+    preconditions: tuple[Condition, ...] = ()
+    postconditions: tuple[Condition, ...] = ()
+    risk: str | None = None
+    estimated_cost: float | None = None
+    approver_group: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The tool and its validation, as a listing shows it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "sensitive": self.sensitive,
+            "arguments": self.args_schema(),
+            "preconditions": [c.to_json() for c in self.preconditions],
+            "postconditions": [c.to_json() for c in self.postconditions],
+            "risk": self.risk,
+            "estimated_cost": self.estimated_cost,
+            "approver_group": self.approver_group,
+        }
 
     def args_schema(self) -> dict[str, Any]:
         """The JSON schema approvers' edits are validated against."""
@@ -67,11 +94,18 @@ class GovernedTool:
 
 
 def governed_tool(
-    *, name: str | None = None, sensitive: bool = False
+    *,
+    name: str | None = None,
+    sensitive: bool = False,
+    preconditions: Sequence[Condition] = (),
+    postconditions: Sequence[Condition] = (),
+    risk: str | None = None,
+    estimated_cost: float | None = None,
+    approver_group: str | None = None,
 ) -> Callable[[Callable[..., Awaitable[Any]]], GovernedTool]:
     """Declare a tool from an async function ``fn(call: ToolCall, **args)``; the argument
     schema comes from the type hints of the keyword arguments, the description from the
-    docstring."""
+    docstring. See ``GovernedTool`` for the rest."""
 
     def wrap(fn: Callable[..., Awaitable[Any]]) -> GovernedTool:
         hints = get_type_hints(fn)
@@ -98,6 +132,11 @@ def governed_tool(
             args_model=model,
             fn=call_fn,
             sensitive=sensitive,
+            preconditions=tuple(preconditions),
+            postconditions=tuple(postconditions),
+            risk=risk,
+            estimated_cost=estimated_cost,
+            approver_group=approver_group,
         )
 
     return wrap

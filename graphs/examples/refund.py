@@ -7,11 +7,13 @@ call and its own approval request.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
 from graphs.agent import AgentGraph, build_agent
+from graphs.conditions import CheckResult, postcondition, precondition
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
 from graphs.scripted import ScriptedChatModel
@@ -71,6 +73,29 @@ def refund_script(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage(content=" ".join(lines))
 
 
+@precondition()
+async def order_is_paid(args: dict[str, Any], call: ToolCall) -> CheckResult:
+    """The order exists and is paid."""
+    order = ORDERS.get(args["order_id"])
+    if order is None:
+        return f"order {args['order_id']} does not exist"
+    return order["status"] == "paid" or f"order {args['order_id']} is not paid"
+
+
+@precondition()
+async def amount_within_paid(args: dict[str, Any], call: ToolCall) -> CheckResult:
+    """The refund is no more than what the customer paid."""
+    order = ORDERS.get(args["order_id"]) or {}
+    paid = float(order.get("paid", 0.0))  # type: ignore[arg-type]
+    return args["amount"] <= paid or f"{args['amount']:.2f} is more than the {paid:.2f} paid"
+
+
+@postcondition()
+async def refund_has_an_id(args: dict[str, Any], call: ToolCall, result: Any) -> CheckResult:
+    """The payment system answered with a refund id."""
+    return isinstance(result, dict) and str(result.get("refund_id", "")).startswith("rf_")
+
+
 def build(deps: GraphDeps) -> AgentGraph:
     @governed_tool()
     async def lookup_order(
@@ -80,7 +105,13 @@ def build(deps: GraphDeps) -> AgentGraph:
         order = ORDERS.get(order_id)
         return dict(order) if order else {"order_id": order_id, "status": "not_found"}
 
-    @governed_tool(sensitive=True)
+    @governed_tool(
+        sensitive=True,
+        preconditions=[order_is_paid, amount_within_paid],
+        postconditions=[refund_has_an_id],
+        risk="high",
+        approver_group="finance",
+    )
     async def issue_refund(
         call: ToolCall,
         order_id: str = Field(pattern=r"^\d{4}$"),

@@ -126,3 +126,66 @@ async def test_a_langchain_tool_is_governed_with_its_schema_and_key() -> None:
     result = await governed.fn(governed.validate({"account": "acct_1", "cents": 5}), call)
     assert result == "paid 5 to acct_1"
     assert seen[0]["idempotency_key"] == "k-1"
+
+
+async def test_conditions_hold_fail_with_a_reason_or_fail_closed() -> None:
+    from graphs.conditions import first_failure, precondition
+
+    @precondition()
+    async def holds(args: dict[str, object], call: ToolCall) -> bool:
+        """Always holds."""
+        return True
+
+    @precondition()
+    async def silent(args: dict[str, object], call: ToolCall) -> None:
+        return None
+
+    @precondition(name="small")
+    async def small_amount(args: dict[str, object], call: ToolCall) -> bool:
+        """Amount is small."""
+        return float(args["amount"]) < 10  # type: ignore[arg-type]
+
+    @precondition()
+    async def explains(args: dict[str, object], call: ToolCall) -> str:
+        return "not today"
+
+    @precondition()
+    async def broken(args: dict[str, object], call: ToolCall) -> bool:
+        raise RuntimeError("lookup down")
+
+    call = ToolCall(run_id="r", call_id="c", tool="t", idempotency_key="k", principal="p")
+    assert await first_failure([holds, silent], {"amount": 50}, call) is None
+    failed = await first_failure([holds, small_amount, explains], {"amount": 50}, call)
+    assert failed is not None
+    assert failed.to_json() == {"condition": "small", "message": "Amount is small."}
+    failed = await first_failure([explains], {}, call)
+    assert failed is not None
+    assert failed.message == "not today"
+    failed = await first_failure([broken, holds], {}, call)
+    assert failed is not None
+    assert failed.condition == "broken"
+    assert "RuntimeError: lookup down" in failed.message
+
+
+def test_a_tool_describes_its_validation() -> None:
+    from graphs.examples.refund import amount_within_paid, order_is_paid
+
+    @governed_tool(
+        sensitive=True,
+        preconditions=[order_is_paid, amount_within_paid],
+        risk="high",
+        estimated_cost=0.02,
+        approver_group="finance",
+    )
+    async def refund(call: ToolCall, order_id: str, amount: float) -> None:
+        """Refund."""
+
+    described = refund.describe()
+    assert [c["name"] for c in described["preconditions"]] == [
+        "order_is_paid",
+        "amount_within_paid",
+    ]
+    assert described["preconditions"][0]["description"] == "The order exists and is paid."
+    assert described["risk"] == "high"
+    assert described["approver_group"] == "finance"
+    assert described["arguments"]["required"] == ["order_id", "amount"]
