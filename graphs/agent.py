@@ -57,6 +57,7 @@ def build_agent(
     if interceptors is None:
         interceptors = [EscalateSensitiveTools(t.name for t in tools if t.sensitive)]
     step = ToolStep(graph_name=name, tools=tools, interceptors=interceptors, deps=deps)
+    deps.catalog.register(name, tools)
 
     async def agent(state: AgentState) -> dict[str, Any]:
         reply = await model.ainvoke(list(state["messages"]))

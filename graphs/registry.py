@@ -11,6 +11,7 @@ from langgraph.pregel import Pregel
 
 from approvals.errors import GraphLoadError, GraphNotFound
 from graphs.deps import GraphDeps
+from graphs.tools import GovernedTool
 
 DEFAULT_GRAPHS: dict[str, str] = {
     "refund": "graphs.examples.refund:build",
@@ -28,6 +29,12 @@ class GraphRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+    def tools(self, name: str) -> list[GovernedTool]:
+        """The governed tools of graph ``name`` (built if needed), with their validation.
+        Empty for a graph not built with ``build_agent``."""
+        self.get(name)
+        return list(self._deps.catalog.for_graph(name))
 
     def get(self, name: str) -> Pregel[Any, Any, Any, Any]:
         """The compiled graph registered as ``name`` (built once per process)."""

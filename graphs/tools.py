@@ -93,6 +93,20 @@ class GovernedTool:
         }
 
 
+class ToolCatalog:
+    """The governed tools of each graph built in this process: what listings (and agents) read
+    to know which tools exist and what validation each carries."""
+
+    def __init__(self) -> None:
+        self._by_graph: dict[str, tuple[GovernedTool, ...]] = {}
+
+    def register(self, graph: str, tools: Sequence[GovernedTool]) -> None:
+        self._by_graph[graph] = tuple(tools)
+
+    def for_graph(self, graph: str) -> tuple[GovernedTool, ...]:
+        return self._by_graph.get(graph, ())
+
+
 def governed_tool(
     *,
     name: str | None = None,

@@ -52,6 +52,8 @@ pending_app = typer.Typer(no_args_is_help=True, help="Calls waiting for a decisi
 app.add_typer(db_app, name="db")
 app.add_typer(runs_app, name="runs")
 app.add_typer(pending_app, name="pending")
+tools_app = typer.Typer(no_args_is_help=True, help="The tools graphs may call.")
+app.add_typer(tools_app, name="tools")
 
 EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
 
@@ -247,6 +249,32 @@ def pending_list(
         typer.echo("nothing is waiting for a decision")
     for r in items:
         typer.echo(f"{r['id']}  {r['tool']}  {json.dumps(r['shown'].get('args'))}  {r['status']}")
+
+
+@tools_app.command("list")
+def tools_list(
+    graph: Annotated[str | None, typer.Argument(help="Only this graph's tools.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List each graph's tools with their arguments, conditions and metadata."""
+
+    async def main(engine: Engine) -> dict[str, list[dict[str, Any]]]:
+        names = [graph] if graph is not None else engine.registry.names()
+        return {name: [t.describe() for t in engine.registry.tools(name)] for name in names}
+
+    listing = run_async(main)
+    if as_json:
+        emit_json(listing)
+        return
+    for name, tools in listing.items():
+        typer.echo(f"{name}:")
+        for t in tools:
+            mark = "needs approval" if t["sensitive"] else "runs directly"
+            typer.echo(f"  {t['name']} ({mark}): {t['description'].splitlines()[0]}")
+            for rule in t["preconditions"]:
+                typer.echo(f"    before: {rule['name']}: {rule['description']}")
+            for rule in t["postconditions"]:
+                typer.echo(f"    after:  {rule['name']}: {rule['description']}")
 
 
 @app.command("decide")

@@ -192,3 +192,19 @@ async def test_runs_show_reports_the_final_answer(engine: Engine, cli_env: dict[
     report = (await cli(cli_env, "runs", "show", run.run_id, "--json")).json()
     assert report["status"] == "completed"
     assert "not eligible" in report["answer"]
+
+
+async def test_tools_are_listed_with_their_validation(cli_env: dict[str, str]) -> None:
+    listed = await cli(cli_env, "tools", "list", "--json")
+    assert listed.code == 0, listed.stderr
+    tools = {t["name"]: t for t in listed.json()["refund"]}
+    refund = tools["issue_refund"]
+    assert refund["sensitive"] is True
+    assert [c["name"] for c in refund["preconditions"]] == ["order_is_paid", "amount_within_paid"]
+    assert refund["approver_group"] == "finance"
+    assert refund["arguments"]["properties"]["amount"]["maximum"] == 10_000
+    assert tools["lookup_order"]["sensitive"] is False
+    assert set(listed.json()) == {"refund", "email"}
+    missing = await cli(cli_env, "tools", "list", "nope")
+    assert missing.code == 4
+    assert "unknown graph" in missing.stderr
