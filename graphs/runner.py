@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -33,10 +33,14 @@ class RunOutcome:
     run_id: str
     thread_id: str
     status: RunStatus
-    pending: list[str] = field(default_factory=list)
     error: str | None = None
     answer: str | None = None
     waiting_on: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pending(self) -> list[str]:
+        """The approval requests the run waits on."""
+        return [request_id for request_id, _ in self.waiting_on]
 
     @property
     def settlement(self) -> Settlement:
@@ -219,7 +223,6 @@ def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
             run_id=run_id,
             thread_id=thread_id,
             status=RunStatus.WAITING,
-            pending=[request_id for request_id, _ in waiting],
             waiting_on=tuple(waiting),
         )
     messages = values.get("messages") or []

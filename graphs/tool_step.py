@@ -172,20 +172,25 @@ class ToolStep:
                 return _error(
                     call_id, name, {"code": "invalid_arguments", "errors": _validation_errors(exc)}
                 )
-            failed = await first_failure(
-                tool.preconditions, parsed.model_dump(mode="json"), tool_call
-            )
+            args = parsed.model_dump(mode="json")
+            failed = await first_failure(tool.preconditions, args, tool_call)
             if failed is not None:
                 return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
-        return await self._execute_once(tool, parsed, tool_call)
+            identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
+        return await self._execute_once(tool, parsed, args, identity, tool_call)
 
-    async def _execute_once(self, tool: GovernedTool, args: Any, call: ToolCall) -> ToolMessage:
+    async def _execute_once(
+        self,
+        tool: GovernedTool,
+        parsed: Any,
+        args_json: dict[str, Any],
+        args_identity: str,
+        call: ToolCall,
+    ) -> ToolMessage:
+        """Run the tool at most once for ``call``, with ``args_json`` (identity
+        ``args_identity``), as recorded by the ledger."""
         ledger = self._deps.ledger
         run_id, call_id, key = call.run_id, call.call_id, call.idempotency_key
-        args_json = args.model_dump(mode="json")
-        args_identity = call_identity(
-            run_id=run_id, call_id=call_id, tool=tool.name, args=args_json
-        )
         owned, row = await ledger.begin(
             run_id=run_id, call_id=call_id, tool=tool.name, key=key, args_identity=args_identity
         )
@@ -220,7 +225,7 @@ class ToolStep:
                 },
             )
         try:
-            result = await tool.fn(args, call)
+            result = await tool.fn(parsed, call)
             json.dumps(result)
         except GraphBubbleUp:
             raise

@@ -85,17 +85,12 @@ class Database:
         self.pool = pool
 
     @asynccontextmanager
-    async def transaction(self, *, pipelined: bool = False) -> AsyncIterator[Connection]:
-        """A transaction on a pooled connection. ``pipelined`` sends BEGIN with the first
+    async def transaction(self) -> AsyncIterator[Connection]:
+        """A transaction on a pooled connection, pipelined: BEGIN goes with the first
         statement and COMMIT with the last, saving two round trips."""
         with translated_errors():
-            async with self.pool.connection() as conn:
-                if pipelined:
-                    async with conn.pipeline(), conn.transaction():
-                        yield conn
-                else:
-                    async with conn.transaction():
-                        yield conn
+            async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+                yield conn
 
     async def one(
         self, name: str, params: dict[str, Any], conn: Connection | None = None

@@ -54,7 +54,7 @@ class PgResumeQueue:
 
     @asynccontextmanager
     async def claim(self) -> AsyncIterator[PgClaimedJob | None]:
-        async with self._db.transaction(pipelined=True) as conn:
+        async with self._db.transaction() as conn:
             row = await self._db.one("claim_job", {}, conn)
             if row is None:
                 yield None
