@@ -41,6 +41,8 @@ class RunStatus(enum.StrEnum):
     RUNNING = "running"
     WAITING = "waiting"
     COMPLETED = "completed"
+    #: A policy denied the input, a model call or the final answer: the run stopped there.
+    BLOCKED = "blocked"
     FAILED = "failed"
 
 
@@ -80,6 +82,8 @@ class ApprovalRequest:
     created_at: datetime
     expires_at: datetime
     decided_at: datetime | None
+    approvers: tuple[str, ...] = ()
+    allow_edit: bool = True
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ApprovalRequest:
@@ -100,6 +104,8 @@ class ApprovalRequest:
             created_at=row["created_at"],
             expires_at=row["expires_at"],
             decided_at=row["decided_at"],
+            approvers=tuple(row.get("approvers") or ()),
+            allow_edit=row.get("allow_edit", True),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -119,6 +125,8 @@ class ApprovalRequest:
             "created_at": self.created_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
             "decided_at": self.decided_at.isoformat() if self.decided_at else None,
+            "approvers": list(self.approvers),
+            "allow_edit": self.allow_edit,
         }
 
 
@@ -252,6 +260,8 @@ class ResumeJob:
     call_id: str
     graph: str
     attempts: int
+    #: The next interception sequence number of the run.
+    next_sequence: int = 0
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ResumeJob:
@@ -264,4 +274,5 @@ class ResumeJob:
             call_id=row["call_id"],
             graph=row["graph"],
             attempts=row["attempts"],
+            next_sequence=row.get("next_sequence") or 0,
         )

@@ -40,6 +40,10 @@ class NewRequest:
     requested_by: str
     expires_at: datetime
     state_version: str | None = None
+    #: Approver groups a policy named for this request (empty: any approver).
+    approvers: tuple[str, ...] = ()
+    #: Whether the approver may edit the arguments (a policy may forbid it).
+    allow_edit: bool = True
 
 
 class ApprovalRequests(Protocol):
@@ -101,6 +105,8 @@ class Settlement:
     error: str | None = None
     answer: str | None = None
     waiting_on: tuple[tuple[str, str], ...] = ()
+    #: The payload-free interception records of the step, wire-shaped (AGENT-HOOKS-0.1 §10.3).
+    records: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

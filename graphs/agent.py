@@ -1,24 +1,44 @@
-"""The governed agent loop: a model node and one governed tool task per proposed call.
+"""The governed agent loop: every point of a run passes the AGENT-HOOKS-0.1 emitter.
 
-Each tool call of a model turn runs as its own task (LangGraph ``Send``), so each can pause
-for its own decision and be resumed independently; a decided call runs without touching the
-others, and the loop goes back to the model only when every call of the turn has finished.
+``start`` emits ``agent_startup`` and ``input`` for a new message; ``agent`` emits
+``pre_model_call`` (a transform changes the messages the model receives), calls the model, emits
+``post_model_call`` (a transform changes the response the run goes on with; a denied response is
+never written to the state) and, for a final answer, ``output`` (the answer enters the state, and
+reaches the caller, only once ``output`` allowed it). Each tool call of a model turn runs as its
+own task (LangGraph ``Send``) through ``pre_tool_call`` and ``post_tool_call``, so each can
+pause for its own decision and be resumed independently. ``agent_shutdown`` is emitted by the
+runner when the run ends.
+
+A deny at the tool seam becomes an error the model sees, and the loop goes on; a deny anywhere
+else stops the run (status ``blocked``) with nothing of the denied content kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Protocol, TypedDict
+from datetime import UTC, datetime
+from typing import Annotated, Any, NotRequired, Protocol, TypedDict
 
-from agent_hooks import Interceptor
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from agent_hooks import InterceptionBlocked, Interceptor
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Send
 
+from approvals.identity import call_identity
+from approvals.ports import NewRequest
 from graphs.deps import GraphDeps
+from graphs.governance import ApprovalSlot, Governance, Session, session_of
 from graphs.interceptors import EscalateSensitiveTools
 from graphs.tool_step import ToolStep
 from graphs.tools import GovernedTool
@@ -34,15 +54,76 @@ class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     run_id: str
     started_by: str
+    #: Set by whoever adds a user message: ``start`` governs it (agent_startup, input).
+    new_input: NotRequired[bool]
+    #: Why the run stopped, when a policy denied its input, a model call or its answer.
+    blocked: NotRequired[dict[str, Any] | None]
 
 
 class ToolTask(TypedDict):
     call: dict[str, Any]
     run_id: str
     started_by: str
+    tool_counts: dict[str, int]
 
 
 AgentGraph = CompiledStateGraph[AgentState, None, AgentState, AgentState]
+
+
+def to_wire(message: BaseMessage) -> dict[str, Any]:
+    """A message as the contract's ``messages`` carry it."""
+    role = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}.get(
+        message.type, message.type
+    )
+    out: dict[str, Any] = {"role": role, "content": message.content}
+    if isinstance(message, AIMessage) and message.tool_calls:
+        out["tool_calls"] = [
+            {"id": tc["id"], "name": tc["name"], "args": tc["args"]} for tc in message.tool_calls
+        ]
+    if isinstance(message, ToolMessage):
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def from_wire(wire: Any) -> list[BaseMessage]:
+    """Messages rebuilt from a transformed ``messages`` target; raises ``ValueError`` when the
+    transform left something that is not a message list."""
+    if not isinstance(wire, list):
+        raise ValueError("transformed messages are not a list")
+    out: list[BaseMessage] = []
+    for item in wire:
+        if not isinstance(item, dict) or "content" not in item:
+            raise ValueError("a transformed message is not an object with content")
+        role, content = item.get("role"), item["content"]
+        if role == "user":
+            out.append(HumanMessage(content=content))
+        elif role == "system":
+            out.append(SystemMessage(content=content))
+        elif role == "assistant":
+            out.append(AIMessage(content=content, tool_calls=item.get("tool_calls") or []))
+        elif role == "tool":
+            out.append(ToolMessage(content=content, tool_call_id=str(item.get("tool_call_id"))))
+        else:
+            raise ValueError(f"a transformed message has an unknown role {role!r}")
+    return out
+
+
+def _blocked(blocked: InterceptionBlocked) -> dict[str, Any]:
+    verdict = blocked.result.verdict
+    return {
+        "point": blocked.result.interception_point.value,
+        "reason": verdict.reason,
+        "message": verdict.message,
+    }
+
+
+def _tool_counts(messages: Sequence[BaseMessage]) -> dict[str, int]:
+    """How many times each tool ran successfully in the conversation so far."""
+    counts: dict[str, int] = {}
+    for m in messages:
+        if isinstance(m, ToolMessage) and m.status != "error" and m.name:
+            counts[m.name] = counts.get(m.name, 0) + 1
+    return counts
 
 
 def build_agent(
@@ -52,24 +133,155 @@ def build_agent(
     tools: Sequence[GovernedTool],
     deps: GraphDeps,
     interceptors: Sequence[Interceptor] | None = None,
+    governance: Governance | None = None,
+    model_id: str | None = None,
 ) -> AgentGraph:
-    """Compile a governed agent. Without ``interceptors``, every tool marked sensitive escalates."""
-    if interceptors is None:
-        interceptors = [EscalateSensitiveTools(t.name for t in tools if t.sensitive)]
-    step = ToolStep(graph_name=name, tools=tools, interceptors=interceptors, deps=deps)
-    deps.catalog.register(name, tools)
+    """Compile a governed agent.
 
-    async def agent(state: AgentState) -> dict[str, Any]:
-        reply = await model.ainvoke(list(state["messages"]))
-        return {"messages": [reply]}
+    ``governance`` says how every interception is evaluated; ``interceptors`` is shorthand for
+    a governance with just those (in the default profile). Without either, every tool marked
+    sensitive escalates and everything else is allowed."""
+    if governance is None:
+        if interceptors is None:
+            interceptors = [EscalateSensitiveTools(t.name for t in tools if t.sensitive)]
+        governance = Governance(interceptors=tuple(interceptors))
+    gov = governance
+    step = ToolStep(graph_name=name, tools=tools, deps=deps)
+    deps.catalog.register(name, tools)
+    tool_names = sorted(t.name for t in tools)
+    the_model_id = model_id or getattr(model, "model_name", None) or type(model).__name__
+
+    def session(state: AgentState, config: RunnableConfig) -> Session:
+        return session_of(
+            config, gov, graph=name, run_id=state["run_id"], principal=state["started_by"]
+        )
+
+    def slot(
+        state: AgentState, config: RunnableConfig, point: str, turn: int, shown: dict[str, Any]
+    ) -> ApprovalSlot:
+        """Where a liftable deny at a non-tool point gets its human answer: a request for the
+        point of this turn (no edits: only the tool seam's arguments have a schema)."""
+        call_id = f"{point}:{turn}"
+        configurable = config.get("configurable") or {}
+        new = NewRequest(
+            run_id=state["run_id"],
+            thread_id=str(configurable.get("thread_id")),
+            call_id=call_id,
+            tool=f"@{point}",
+            shown={"point": point, **shown},
+            args_schema={},
+            identity=call_identity(
+                run_id=state["run_id"], call_id=call_id, tool=f"@{point}", args=shown
+            ),
+            reason=None,
+            requested_by=state["started_by"],
+            expires_at=datetime.now(UTC) + deps.request_ttl,
+            state_version=(configurable.get("checkpoint_map") or {}).get(""),
+            allow_edit=False,
+        )
+        return deps.slot(new)
+
+    async def start(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        if not state.get("new_input"):
+            return {}
+        s = session(state, config)
+        turn = sum(1 for m in state["messages"] if isinstance(m, HumanMessage))
+        try:
+            await s.emit(s.context("agent_startup", tools_registered=tool_names))
+        except InterceptionBlocked as blocked:
+            return {"new_input": False, "blocked": _blocked(blocked)}
+        human = next((m for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), None)
+        if human is None:
+            return {"new_input": False}
+        here = slot(state, config, "input", turn, {"content": human.content})
+        ctx = s.context("input", slot=here, content=human.content, role="user")
+        try:
+            await s.emit(ctx, here)
+        except InterceptionBlocked as blocked:
+            # The denied input leaves the conversation.
+            remove = [RemoveMessage(id=human.id)] if human.id else []
+            return {"new_input": False, "blocked": _blocked(blocked), "messages": remove}
+        content = ctx["input"]["content"]
+        if content != human.content:
+            # A transform rewrote the input: the run goes on with the rewritten message.
+            return {
+                "new_input": False,
+                "messages": [HumanMessage(content=content, id=human.id)],
+            }
+        return {"new_input": False}
+
+    async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        s = session(state, config)
+        history: list[BaseMessage] = list(state["messages"])
+        turn = sum(1 for m in history if isinstance(m, AIMessage))
+        wire = [to_wire(m) for m in history]
+        here = slot(state, config, "pre_model_call", turn, {"messages": wire[-1:]})
+        ctx = s.context("pre_model_call", slot=here, model_id=the_model_id, messages=wire)
+        try:
+            await s.emit(ctx, here)
+        except InterceptionBlocked as blocked:
+            return {"blocked": _blocked(blocked)}
+        # A transform changes what the model receives.
+        sent = history if ctx["messages"] == wire else from_wire(ctx["messages"])
+        reply = await model.ainvoke(sent)
+        if not isinstance(reply, AIMessage):
+            raise TypeError(f"the model answered {type(reply).__name__}, not an AIMessage")
+        calls = [
+            {"id": tc["id"], "name": tc["name"], "args": tc["args"]} for tc in reply.tool_calls
+        ]
+        response = {"content": reply.content, "tool_calls": calls}
+        here = slot(state, config, "post_model_call", turn, response)
+        ctx = s.context(
+            "post_model_call",
+            slot=here,
+            model_id=the_model_id,
+            content=reply.content,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else "stop",
+        )
+        try:
+            await s.emit(ctx, here)
+        except InterceptionBlocked as blocked:
+            # The denied response is dropped: it never enters the conversation.
+            return {"blocked": _blocked(blocked)}
+        answered = ctx["response"]
+        if answered["content"] != reply.content or answered["tool_calls"] != calls:
+            reply = AIMessage(
+                content=answered["content"] if answered["content"] is not None else "",
+                tool_calls=answered["tool_calls"] or [],
+                id=reply.id,
+            )
+        if reply.tool_calls:
+            return {"messages": [reply]}
+        # The final answer is buffered: it is released (written to the state, returned to the
+        # caller) only once ``output`` allowed it, and as ``output`` left it.
+        here = slot(state, config, "output", turn, {"content": reply.content})
+        ctx = s.context("output", slot=here, content=reply.content)
+        try:
+            await s.emit(ctx, here)
+        except InterceptionBlocked as blocked:
+            return {"blocked": _blocked(blocked)}
+        final = ctx["output"]["content"]
+        return {"messages": [AIMessage(content=final if final is not None else "", id=reply.id)]}
+
+    def after_start(state: AgentState) -> str:
+        return END if state.get("blocked") else "agent"
 
     def route(state: AgentState) -> list[Send] | str:
+        if state.get("blocked"):
+            return END
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and last.tool_calls:
+            counts = _tool_counts(state["messages"])
             return [
                 Send(
                     "tools",
-                    ToolTask(call=dict(tc), run_id=state["run_id"], started_by=state["started_by"]),
+                    ToolTask(
+                        call=dict(tc),
+                        run_id=state["run_id"],
+                        started_by=state["started_by"],
+                        tool_counts=counts,
+                    ),
                 )
                 for tc in last.tool_calls
             ]
@@ -80,20 +292,25 @@ def build_agent(
         thread_id = str(configurable["thread_id"])
         # The checkpoint this step runs from: the state version the approver's decision binds.
         state_version = (configurable.get("checkpoint_map") or {}).get("")
+        s = session_of(config, gov, graph=name, run_id=task["run_id"], principal=task["started_by"])
         message = await step(
+            session=s,
             state_version=state_version,
             call=task["call"],
             run_id=task["run_id"],
             thread_id=thread_id,
             principal=task["started_by"],
+            tool_counts=task["tool_counts"],
         )
         return {"messages": [message]}
 
     builder = StateGraph(AgentState)
+    builder.add_node("start", start)
     builder.add_node("agent", agent)
     # A Send task takes a ToolTask, not the graph state; the stubs only know the latter.
     builder.add_node("tools", run_tool)  # type: ignore[arg-type]
-    builder.add_edge(START, "agent")
+    builder.add_edge(START, "start")
+    builder.add_conditional_edges("start", after_start, ["agent", END])
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=deps.checkpointer, name=name)

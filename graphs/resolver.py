@@ -8,6 +8,10 @@ AGENT-HOOKS-0.1 §9 requires. No decision yet: unresolved, and the call pauses.
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
+
 from agent_hooks import (
     ApprovalOutcome,
     ApprovalRequest,
@@ -16,6 +20,7 @@ from agent_hooks import (
     Transform,
     Verdict,
 )
+from langgraph.types import interrupt
 
 from approvals.model import ApprovalRequest as StoredRequest
 from approvals.model import Decision as StoredDecision
@@ -44,6 +49,27 @@ class StoredDecisionResolver:
             and self.request.status is RequestStatus.PENDING
         )
 
+    def envelope(self) -> tuple[int, str] | None:
+        # The binding is the call's own identity (run, call, tool, arguments), held by the
+        # request row, so a repeated emission may carry a new sequence and timestamp.
+        return None
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        """Interrupt the run until a human decides this slot's request."""
+        request = self.request
+        assert request is not None
+        payload = {
+            "request_id": request.id,
+            "call_id": request.call_id,
+            "tool": request.tool,
+            "identity": request.identity,
+            "expires_at": request.expires_at.isoformat(),
+        }
+        # interrupt() returns only when a resume value was already given to this task. The
+        # server's record is the truth, and it holds no decision for this call: pause again.
+        while True:
+            interrupt(payload)
+
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
         self.escalation = request.verdict
         try:
@@ -57,7 +83,7 @@ class StoredDecisionResolver:
     async def _resolve(self, request: ApprovalRequest) -> ApprovalResolution:
         echo = request.context_identity
         reason = request.verdict.message or request.verdict.reason
-        new = self._new if reason is None else _with_reason(self._new, reason)
+        new = _escalated(self._new, reason, request.verdict.approval or {})
         self.request, self.decision = await self._requests.open(new)
         status = self.request.status
         if status is RequestStatus.EXPIRED:
@@ -94,17 +120,16 @@ class StoredDecisionResolver:
         )
 
 
-def _with_reason(new: NewRequest, reason: str) -> NewRequest:
-    return NewRequest(
-        run_id=new.run_id,
-        thread_id=new.thread_id,
-        call_id=new.call_id,
-        tool=new.tool,
-        shown=new.shown,
-        args_schema=new.args_schema,
-        identity=new.identity,
-        reason=reason,
-        requested_by=new.requested_by,
-        expires_at=new.expires_at,
-        state_version=new.state_version,
-    )
+def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) -> NewRequest:
+    """The request as the escalating verdict shapes it: its reason, and the deadline and
+    approver groups a policy's approval block names."""
+    changes: dict[str, Any] = {}
+    if reason is not None:
+        changes["reason"] = reason
+    seconds = approval.get("expires_in_seconds")
+    if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
+        changes["expires_at"] = datetime.now(UTC) + timedelta(seconds=seconds)
+    approvers = approval.get("approvers")
+    if isinstance(approvers, list) and all(isinstance(a, str) for a in approvers):
+        changes["approvers"] = tuple(approvers)
+    return dataclasses.replace(new, **changes) if changes else new

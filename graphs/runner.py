@@ -7,6 +7,7 @@ answer. Before resuming, it checks in the checkpoint that the decided call still
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from langgraph.types import Command
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import ClaimedJob, NewRun, PendingInterrupts, Runs, Settlement
+from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
 
 log = logging.getLogger("approvals.runner")
@@ -36,6 +38,7 @@ class RunOutcome:
     error: str | None = None
     answer: str | None = None
     waiting_on: tuple[tuple[str, str], ...] = ()
+    records: tuple[dict[str, Any], ...] = ()
 
     @property
     def pending(self) -> list[str]:
@@ -50,6 +53,7 @@ class RunOutcome:
             error=self.error,
             answer=self.answer,
             waiting_on=self.waiting_on,
+            records=self.records,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -107,6 +111,8 @@ class Runner:
             "messages": [HumanMessage(content=message)],
             "run_id": run_id,
             "started_by": principal,
+            "new_input": True,
+            "blocked": None,
         }
 
         async def refuse_if_waiting() -> None:
@@ -120,7 +126,7 @@ class Runner:
         )
         # A thread the runner just made up cannot be waiting: no need to look.
         async with self._runs.begin(new, check=refuse_if_waiting if given_thread else None) as run:
-            outcome = await self._invoke(graph, payload, run_id, thread_id)
+            outcome = await self._invoke(graph, payload, run_id, thread_id, first_sequence=0)
             run.settle(outcome.settlement)
         return outcome
 
@@ -136,7 +142,9 @@ class Runner:
         if payload is _NOTHING_TO_RESUME:
             await claimed.complete(JobStatus.SKIPPED)
             return None
-        outcome = await self._invoke(graph, payload, job.run_id, job.thread_id)
+        outcome = await self._invoke(
+            graph, payload, job.run_id, job.thread_id, first_sequence=job.next_sequence
+        )
         await claimed.complete(
             JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
             outcome.error,
@@ -175,9 +183,32 @@ class Runner:
         return _NOTHING_TO_RESUME
 
     async def _invoke(
-        self, graph: Pregel[Any, Any, Any, Any], payload: Any, run_id: str, thread_id: str
+        self,
+        graph: Pregel[Any, Any, Any, Any],
+        payload: Any,
+        run_id: str,
+        thread_id: str,
+        *,
+        first_sequence: int,
     ) -> RunOutcome:
-        config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+        holder = SessionHolder(first_sequence=first_sequence)
+        config: RunnableConfig = {"configurable": {"thread_id": thread_id, **holder.config()}}
+        outcome = await self._invoke_in(graph, payload, run_id, thread_id, config)
+        session = holder.session
+        if session is None:
+            return outcome
+        if outcome.status is not RunStatus.WAITING:
+            await session.shutdown(_SHUTDOWN_REASONS.get(outcome.status, "error"))
+        return dataclasses.replace(outcome, records=tuple(record_row(r) for r in session.records()))
+
+    async def _invoke_in(
+        self,
+        graph: Pregel[Any, Any, Any, Any],
+        payload: Any,
+        run_id: str,
+        thread_id: str,
+        config: RunnableConfig,
+    ) -> RunOutcome:
         try:
             # durability="sync": a step's checkpoint is written before the next step starts. With
             # LangGraph's default ("async") a tool step can record a request, or execute, while
@@ -199,6 +230,11 @@ class Runner:
 
 
 _NOTHING_TO_RESUME = object()
+_SHUTDOWN_REASONS = {
+    RunStatus.COMPLETED: "completed",
+    RunStatus.BLOCKED: "blocked",
+    RunStatus.FAILED: "error",
+}
 INTERRUPT_CHANNEL = "__interrupt__"
 
 
@@ -224,6 +260,15 @@ def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
             thread_id=thread_id,
             status=RunStatus.WAITING,
             waiting_on=tuple(waiting),
+        )
+    blocked = values.get("blocked")
+    if isinstance(blocked, dict):
+        detail = blocked.get("message") or blocked.get("reason") or "denied"
+        return RunOutcome(
+            run_id=run_id,
+            thread_id=thread_id,
+            status=RunStatus.BLOCKED,
+            error=f"blocked at {blocked.get('point')}: {detail}"[:1000],
         )
     messages = values.get("messages") or []
     content = messages[-1].content if messages else None

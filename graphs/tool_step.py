@@ -9,27 +9,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, NoReturn, cast
+from typing import Any
 
-from agent_hooks import (
-    AgentContextBuilder,
-    ApprovalResolver,
-    InterceptionBlocked,
-    InterceptionEmitter,
-    Interceptor,
-)
+from agent_hooks import InterceptionBlocked
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
-from langgraph.types import interrupt
 from pydantic import ValidationError
 
-from approvals.errors import DatabaseUnavailable
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import ApprovalRequest, ExecutionStatus
+from approvals.model import ExecutionStatus
 from approvals.ports import NewRequest
 from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
-from graphs.resolver import StoredDecisionResolver
+from graphs.governance import Session
 from graphs.tools import GovernedTool, ToolCall
 
 
@@ -47,21 +39,6 @@ def _validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
     return [{"path": "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
 
 
-def _pause(request: ApprovalRequest) -> NoReturn:
-    """Interrupt the run until a human decides ``request``."""
-    payload = {
-        "request_id": request.id,
-        "call_id": request.call_id,
-        "tool": request.tool,
-        "identity": request.identity,
-        "expires_at": request.expires_at.isoformat(),
-    }
-    # interrupt() returns only when a resume value was already given to this task. The
-    # server's record is the truth, and it holds no decision for this call: pause again.
-    while True:
-        interrupt(payload)
-
-
 class ToolStep:
     """Runs one tool call of one run under governance."""
 
@@ -70,29 +47,22 @@ class ToolStep:
         *,
         graph_name: str,
         tools: Sequence[GovernedTool],
-        interceptors: Sequence[Interceptor],
         deps: GraphDeps,
     ) -> None:
         self._graph_name = graph_name
         self._tools = {t.name: t for t in tools}
-        self._interceptors = list(interceptors)
         self._deps = deps
-
-    def _emitter(self, resolver: StoredDecisionResolver) -> InterceptionEmitter:
-        # The SDK types resolvers as sync; it awaits an awaitable result (and bounds it).
-        emitter = InterceptionEmitter(resolver=cast(ApprovalResolver, resolver))
-        for i, interceptor in enumerate(self._interceptors):
-            emitter.register(interceptor, name=f"{type(interceptor).__name__}#{i}")
-        return emitter
 
     async def __call__(
         self,
         *,
+        session: Session,
         call: Mapping[str, Any],
         run_id: str,
         thread_id: str,
         principal: str,
         state_version: str | None = None,
+        tool_counts: Mapping[str, int] | None = None,
     ) -> ToolMessage:
         call_id = str(call["id"])
         name = str(call["name"])
@@ -136,30 +106,32 @@ class ToolStep:
             expires_at=datetime.now(UTC) + self._deps.request_ttl,
             state_version=state_version,
         )
-        resolver = StoredDecisionResolver(self._deps.requests, shown)
-        builder = AgentContextBuilder(
-            agent_id=self._graph_name, framework="langgraph", session_id=run_id
+        slot = self._deps.slot(shown)
+        counts = dict(tool_counts or {})
+        ctx = session.context(
+            "pre_tool_call",
+            slot=slot,
+            extensions={
+                "tool": tool.describe_for_policy(),
+                "tool_count": counts.get(name, 0),
+                "tool_counts": counts,
+            },
+            call_id=call_id,
+            name=name,
+            args=args,
         )
-        ctx = builder.pre_tool_call(call_id=call_id, name=name, args=args)
         try:
-            outcome = await self._emitter(resolver).emit(ctx)
+            outcome = await session.emit(ctx, slot)
         except InterceptionBlocked as blocked:
-            if resolver.failed:
-                # The decision could not be read: fail the step so it is retried, rather than
-                # deny a call a human may have approved or pause on one already decided.
-                raise DatabaseUnavailable(
-                    f"could not read the decision for call {call_id}"
-                ) from blocked
-            if resolver.awaiting_human and resolver.request is not None:
-                _pause(resolver.request)
             verdict = blocked.result.verdict
+            decision = getattr(slot, "decision", None)
             return _error(
                 call_id,
                 name,
                 {
                     "code": verdict.reason or "denied",
                     "message": verdict.message or "the call was not allowed",
-                    **({"decided_by": resolver.decision.principal} if resolver.decision else {}),
+                    **({"decided_by": decision.principal} if decision is not None else {}),
                 },
             )
         final_args = outcome.target if isinstance(outcome.target, dict) else args
@@ -177,7 +149,40 @@ class ToolStep:
             if failed is not None:
                 return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
             identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
-        return await self._execute_once(tool, parsed, args, identity, tool_call)
+        message = await self._execute_once(tool, parsed, args, identity, tool_call)
+        return await self._after(session, message, call_id, name, args)
+
+    async def _after(
+        self, session: Session, message: ToolMessage, call_id: str, name: str, args: dict[str, Any]
+    ) -> ToolMessage:
+        """``post_tool_call``: the result reaches the model only as the policies leave it, and
+        not at all when they deny it."""
+        value = json.loads(str(message.content))
+        is_error = message.status == "error"
+        ctx = session.context(
+            "post_tool_call", call_id=call_id, name=name, args=args, value=value, is_error=is_error
+        )
+        try:
+            await session.emit(ctx)
+        except InterceptionBlocked as blocked:
+            verdict = blocked.result.verdict
+            return _error(
+                call_id,
+                name,
+                {
+                    "code": verdict.reason or "denied",
+                    "message": verdict.message or "the result was withheld",
+                },
+            )
+        released = ctx["tool_result"]["value"]
+        if released == value:
+            return message
+        return ToolMessage(
+            content=json.dumps(released, sort_keys=True),
+            tool_call_id=call_id,
+            name=name,
+            status="error" if is_error else "success",
+        )
 
     async def _execute_once(
         self,

@@ -73,6 +73,15 @@ class GovernedTool:
             "approver_group": self.approver_group,
         }
 
+    def describe_for_policy(self) -> dict[str, Any]:
+        """The metadata policies see (``tool`` in a condition), beside the tool's name."""
+        return {
+            "sensitive": self.sensitive,
+            "risk": self.risk,
+            "estimated_cost": self.estimated_cost,
+            "approver_group": self.approver_group,
+        }
+
     def args_schema(self) -> dict[str, Any]:
         """The JSON schema approvers' edits are validated against."""
         return _schema_of(self.args_model)

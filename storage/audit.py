@@ -13,3 +13,7 @@ class PgAuditLog:
     async def for_run(self, run_id: str) -> list[Row]:
         """Every event of a run, oldest first."""
         return await self._db.all("run_audit", {"run_id": run_id})
+
+    async def interceptions(self, run_id: str) -> list[Row]:
+        """The run's interception records (payload-free), in sequence order."""
+        return await self._db.all("run_interceptions", {"run_id": run_id})

@@ -47,6 +47,8 @@ class PgApprovalRequests:
             "state_version": new.state_version,
             "requested_by": new.requested_by,
             "expires_at": new.expires_at,
+            "approvers": list(new.approvers),
+            "allow_edit": new.allow_edit,
         }
         row = await self._db.one("open_request", params)
         if row is None:

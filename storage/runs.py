@@ -21,6 +21,7 @@ def settlement_params(settlement: Settlement) -> dict[str, Any]:
         "answer": settlement.answer,
         "request_ids": [request_id for request_id, _ in settlement.waiting_on],
         "interrupt_ids": [interrupt_id for _, interrupt_id in settlement.waiting_on],
+        "records": json(list(settlement.records)),
     }
 
 

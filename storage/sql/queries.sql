@@ -32,6 +32,17 @@ SELECT * FROM runs WHERE id = %(id)s;
 
 -- name: settle_run_and_unlock
 -- Settle a run and release the thread lock this session took for it.
+WITH recorded AS (
+    INSERT INTO interception_records
+        (run_id, session_id, sequence, point, decision, reason, interceptor, mode,
+         input_identity, enforced_identity, resolved_by, record)
+    SELECT %(run_id)s, x.session_id, x.sequence, x.point, x.decision, x.reason, x.interceptor,
+           x.mode, x.input_identity, x.enforced_identity, x.resolved_by, x.record
+      FROM jsonb_to_recordset(%(records)s::jsonb) AS x(
+           session_id text, sequence bigint, point text, decision text, reason text,
+           interceptor text, mode text, input_identity text, enforced_identity text,
+           resolved_by text, record jsonb)
+)
 SELECT approvals_settle_run(%(run_id)s, %(status)s, %(error)s, %(answer)s,
                             %(request_ids)s::uuid[], %(interrupt_ids)s::text[])::text AS settled,
        pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
@@ -51,10 +62,10 @@ WITH superseded AS (
 ), created AS (
     INSERT INTO approval_requests
         (id, run_id, thread_id, call_id, tool, shown, args_schema, identity, reason,
-         state_version, requested_by, expires_at)
+         state_version, requested_by, expires_at, approvers, allow_edit)
     SELECT %(id)s, %(run_id)s, %(thread_id)s, %(call_id)s, %(tool)s, %(shown)s,
            %(args_schema)s, %(identity)s, %(reason)s, %(state_version)s, %(requested_by)s,
-           %(expires_at)s
+           %(expires_at)s, %(approvers)s, %(allow_edit)s
      WHERE NOT EXISTS (
            SELECT 1 FROM approval_requests
             WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
@@ -130,6 +141,8 @@ SELECT status, expires_at <= now() AS expired FROM approval_requests WHERE id = 
 -- row (FOR UPDATE), then waits for and holds the thread's advisory lock, until it commits or
 -- its connection dies.
 SELECT q.*, r.graph, a.call_id,
+       (SELECT COALESCE(max(i.sequence) + 1, 0) FROM interception_records i
+         WHERE i.run_id = q.run_id) AS next_sequence,
        pg_advisory_xact_lock(hashtextextended(q.thread_id, 7277))::text AS locked
   FROM (SELECT * FROM resume_queue
          WHERE status = 'queued'
@@ -153,6 +166,16 @@ WITH job AS (
            finished_at = now()
      WHERE id = %(id)s
     RETURNING *
+), recorded AS (
+    INSERT INTO interception_records
+        (run_id, session_id, sequence, point, decision, reason, interceptor, mode,
+         input_identity, enforced_identity, resolved_by, record)
+    SELECT %(run_id)s, x.session_id, x.sequence, x.point, x.decision, x.reason, x.interceptor,
+           x.mode, x.input_identity, x.enforced_identity, x.resolved_by, x.record
+      FROM jsonb_to_recordset(%(records)s::jsonb) AS x(
+           session_id text, sequence bigint, point text, decision text, reason text,
+           interceptor text, mode text, input_identity text, enforced_identity text,
+           resolved_by text, record jsonb)
 ), settled AS (
     SELECT approvals_settle_run(%(run_id)s, %(run_status)s, %(error)s, %(answer)s,
                                 %(request_ids)s::uuid[], %(interrupt_ids)s::text[])
@@ -224,3 +247,11 @@ SELECT w.type, w.blob
    AND w.checkpoint_id = (SELECT c.checkpoint_id FROM checkpoints c
                            WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = ''
                            ORDER BY c.checkpoint_id DESC LIMIT 1);
+
+-- name: run_interceptions
+-- A run's interception records, in the order they happened.
+SELECT sequence, session_id, point, decision, reason, interceptor, mode, input_identity,
+       enforced_identity, resolved_by, at
+  FROM interception_records
+ WHERE run_id = %(run_id)s
+ ORDER BY sequence, id;
