@@ -88,6 +88,10 @@ async def decide(
         request = await requests.get(canonical)
         if request is None:
             raise RequestNotFound(canonical)
+        if not request.allow_edit and args != request.shown.get("args"):
+            raise InvalidDecision(
+                canonical, "this request cannot be edited, only approved or rejected"
+            )
         errors = _schema_errors(request.args_schema, args)
         if errors:
             raise EditedArgumentsInvalid(canonical, errors)

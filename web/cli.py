@@ -36,6 +36,7 @@ from approvals.errors import (
 )
 from approvals.model import RequestStatus, RunStatus
 from storage.migrate import upgrade
+from web.cli_policy import policy_app
 from web.engine import Engine, open_engine
 from web.settings import Settings, check_pool_size, load_settings
 
@@ -54,6 +55,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(pending_app, name="pending")
 tools_app = typer.Typer(no_args_is_help=True, help="The tools graphs may call.")
 app.add_typer(tools_app, name="tools")
+app.add_typer(policy_app, name="policy")
 
 EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
 
@@ -191,6 +193,7 @@ async def run_report(engine: Engine, run_id: str) -> dict[str, Any]:
         raise RunNotFound(run_id)
     requests = await engine.requests.for_run(run_id)
     executions = await engine.ledger.for_run(run_id)
+    interceptions = await engine.audit.interceptions(run_id)
     return {
         "run_id": run.id,
         "thread_id": run.thread_id,
@@ -205,6 +208,22 @@ async def run_report(engine: Engine, run_id: str) -> dict[str, Any]:
             for r in requests
         ],
         "tool_executions": [e.to_json() for e in executions],
+        # Payload-free (AGENT-HOOKS-0.1 §10.3): decisions, reasons and identities only.
+        "interceptions": [
+            {
+                "sequence": i["sequence"],
+                "point": i["point"],
+                "decision": i["decision"],
+                "reason": i["reason"],
+                "interceptor": i["interceptor"],
+                "mode": i["mode"],
+                "resolved_by": i["resolved_by"],
+                "identity": i["enforced_identity"],
+                "session_id": i["session_id"],
+                "at": i["at"].isoformat(),
+            }
+            for i in interceptions
+        ],
     }
 
 
@@ -227,6 +246,14 @@ def runs_show(
         typer.echo(f"  request {r['id']}  {r['tool']}  {r['call_id']}  {r['status']}")
     for e in report["tool_executions"]:
         typer.echo(f"  tool    {e['tool']}  {e['call_id']}  {e['status']}")
+    for i in report["interceptions"]:
+        by = f" by {i['interceptor']}" if i["interceptor"] else ""
+        via = f" via {i['resolved_by']}" if i["resolved_by"] else ""
+        mode = "" if i["mode"] == "enforce" else f" [{i['mode']}]"
+        typer.echo(
+            f"  #{i['sequence']:<4} {i['point']:<16} {i['decision']}"
+            f"{' ' + i['reason'] if i['reason'] else ''}{by}{via}{mode}"
+        )
 
 
 @pending_app.command("list")

@@ -13,6 +13,7 @@ from pydantic import Field
 from graphs.agent import AgentGraph, build_agent
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
+from graphs.governance import Governance
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
 
@@ -57,7 +58,9 @@ def email_script(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage(content=f'Sent "{outcome["subject"]}" to {outcome["to"]}.')
 
 
-def build(deps: GraphDeps) -> AgentGraph:
+def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
+    """The agent; ``governance`` replaces the default (escalate every sensitive tool)."""
+
     @governed_tool()
     async def draft_email(
         call: ToolCall,
@@ -90,4 +93,10 @@ def build(deps: GraphDeps) -> AgentGraph:
         }
 
     tools: list[GovernedTool] = [draft_email, send_email]
-    return build_agent(name="email", model=ScriptedChatModel(email_script), tools=tools, deps=deps)
+    return build_agent(
+        name="email",
+        model=ScriptedChatModel(email_script),
+        tools=tools,
+        deps=deps,
+        governance=governance,
+    )

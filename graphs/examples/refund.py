@@ -16,6 +16,7 @@ from graphs.agent import AgentGraph, build_agent
 from graphs.conditions import CheckResult, postcondition, precondition
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
+from graphs.governance import Governance
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
 
@@ -96,7 +97,9 @@ async def refund_has_an_id(args: dict[str, Any], call: ToolCall, result: Any) ->
     return isinstance(result, dict) and str(result.get("refund_id", "")).startswith("rf_")
 
 
-def build(deps: GraphDeps) -> AgentGraph:
+def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
+    """The agent; ``governance`` replaces the default (escalate every sensitive tool)."""
+
     @governed_tool()
     async def lookup_order(
         call: ToolCall, order_id: str = Field(pattern=r"^\d{4}$")
@@ -134,5 +137,9 @@ def build(deps: GraphDeps) -> AgentGraph:
 
     tools: list[GovernedTool] = [lookup_order, issue_refund]
     return build_agent(
-        name="refund", model=ScriptedChatModel(refund_script), tools=tools, deps=deps
+        name="refund",
+        model=ScriptedChatModel(refund_script),
+        tools=tools,
+        deps=deps,
+        governance=governance,
     )

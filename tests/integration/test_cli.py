@@ -83,8 +83,19 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
     assert "refund-1002" not in executions
     effects = await side_effects(engine, run["run_id"], "refund-1001")
     assert effects[0]["args"]["amount"] == 5
+    points = [(i["point"], i["decision"]) for i in report["interceptions"]]
+    assert points[0] == ("agent_startup", "allow")
+    assert points[-1] == ("agent_shutdown", "allow")
+    decided = [i for i in report["interceptions"] if i["resolved_by"]]
+    # Approved with an edit, rejected: each decided call recorded once, when decided.
+    assert sorted((i["decision"], i["resolved_by"]) for i in decided) == [
+        ("deny", "rejection"),
+        ("transform", "approval"),
+    ]
     text = await cli(cli_env, "runs", "show", run["run_id"])
     assert "completed" in text.stdout
+    assert "agent_startup" in text.stdout
+    assert "via approval" in text.stdout
 
 
 @pytest.mark.parametrize(
