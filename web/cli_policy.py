@@ -1,0 +1,105 @@
+"""``approvals policy``: check a policy file and run its table of cases. No database needed.
+
+Exit codes follow the CLI's: 0 success, 1 a case failed, 2 a file is invalid (the error is one
+line on stderr, ``error: FILE:LINE: reason``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from approvals.policy import Policy, PolicyError, load_cases, load_policy, run_cases
+
+EXIT_FAILED, EXIT_INVALID = 1, 2
+
+policy_app = typer.Typer(
+    no_args_is_help=True, help="Declarative policies: check them, test them against cases."
+)
+
+PolicyFile = Annotated[Path, typer.Argument(help="A policy file (YAML).", show_default=False)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
+
+
+def _emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def _invalid(exc: PolicyError, as_json: bool) -> NoReturn:
+    if as_json:
+        _emit_json({"file": exc.source, "ok": False, "line": exc.line, "reason": exc.reason})
+    typer.echo(f"error: {exc}", err=True)
+    raise typer.Exit(EXIT_INVALID)
+
+
+def _load(path: Path, as_json: bool) -> Policy:
+    try:
+        return load_policy(path)
+    except PolicyError as exc:
+        _invalid(exc, as_json)
+
+
+@policy_app.command("check")
+def check(file: PolicyFile, as_json: JsonOption = False) -> None:
+    """Load a policy and report the first mistake in it (FILE:LINE: reason), if any."""
+    policy = _load(file, as_json)
+    if as_json:
+        _emit_json(
+            {
+                "file": str(file),
+                "ok": True,
+                "policy": policy.name,
+                "version": policy.version,
+                "default": policy.default.value,
+                "points": sorted(p.value for p in policy.points),
+                "rules": [rule.to_json() for rule in policy.rules],
+            }
+        )
+        return
+    count = len(policy.rules)
+    typer.echo(f"{file}: ok ({count} rule{'' if count == 1 else 's'})")
+
+
+@policy_app.command("test")
+def run_test_cases(
+    file: PolicyFile,
+    cases: Annotated[
+        Path, typer.Argument(help="A cases file (YAML) for the policy.", show_default=False)
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Run every case of CASES through the policy FILE; exit 1 if any case fails."""
+    policy = _load(file, as_json)
+    try:
+        table = load_cases(cases)
+    except PolicyError as exc:
+        _invalid(exc, as_json)
+    results = run_cases(policy, table)
+    failed = sum(1 for r in results if not r.passed)
+    passed = len(results) - failed
+    if as_json:
+        _emit_json(
+            {
+                "policy": policy.name,
+                "file": str(file),
+                "cases_file": str(cases),
+                "passed": passed,
+                "failed": failed,
+                "cases": [r.to_json() for r in results],
+            }
+        )
+    else:
+        for result in results:
+            if result.passed:
+                typer.echo(f"PASS {result.name}")
+            else:
+                typer.echo(
+                    f"FAIL {result.name}: expected {result.expected}, got {result.got} "
+                    f"({table.source}:{result.line})"
+                )
+        typer.echo(f"{passed} passed, {failed} failed")
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
