@@ -138,7 +138,12 @@ def build_bare(checkpointer: Any, effects: Any) -> Any:
             return [
                 Send(
                     "tools",
-                    ToolTask(call=dict(tc), run_id=state["run_id"], started_by=state["started_by"]),
+                    ToolTask(
+                        call=dict(tc),
+                        run_id=state["run_id"],
+                        started_by=state["started_by"],
+                        tool_counts={},
+                    ),
                 )
                 for tc in last.tool_calls
             ]

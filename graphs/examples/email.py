@@ -6,16 +6,20 @@ Ask it "Email bob@example.com about the quarterly report".
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
+from approvals.policy import load_policy
 from graphs.agent import AgentGraph, build_agent
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
 from graphs.governance import Governance
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
+
+POLICY = Path(__file__).parent / "policies" / "email.yaml"
 
 ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
 
@@ -59,7 +63,7 @@ def email_script(messages: list[BaseMessage]) -> AIMessage:
 
 
 def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
-    """The agent; ``governance`` replaces the default (escalate every sensitive tool)."""
+    """The agent, governed by ``policies/email.yaml`` unless ``governance`` says otherwise."""
 
     @governed_tool()
     async def draft_email(
@@ -98,5 +102,6 @@ def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGrap
         model=ScriptedChatModel(email_script),
         tools=tools,
         deps=deps,
-        governance=governance,
+        governance=governance
+        or Governance(interceptors=[load_policy(POLICY)], names=[f"policy:{POLICY.stem}"]),
     )

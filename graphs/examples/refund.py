@@ -7,11 +7,13 @@ call and its own approval request.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import Field
 
+from approvals.policy import load_policy
 from graphs.agent import AgentGraph, build_agent
 from graphs.conditions import CheckResult, postcondition, precondition
 from graphs.deps import GraphDeps
@@ -19,6 +21,8 @@ from graphs.examples.demo import current_turn, external_call_latency, result_of
 from graphs.governance import Governance
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
+
+POLICY = Path(__file__).parent / "policies" / "refund.yaml"
 
 ORDERS: dict[str, dict[str, object]] = {
     "1001": {"order_id": "1001", "customer": "ada@example.com", "paid": 25.0, "status": "paid"},
@@ -98,7 +102,7 @@ async def refund_has_an_id(args: dict[str, Any], call: ToolCall, result: Any) ->
 
 
 def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
-    """The agent; ``governance`` replaces the default (escalate every sensitive tool)."""
+    """The agent, governed by ``policies/refund.yaml`` unless ``governance`` says otherwise."""
 
     @governed_tool()
     async def lookup_order(
@@ -141,5 +145,6 @@ def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGrap
         model=ScriptedChatModel(refund_script),
         tools=tools,
         deps=deps,
-        governance=governance,
+        governance=governance
+        or Governance(interceptors=[load_policy(POLICY)], names=[f"policy:{POLICY.stem}"]),
     )

@@ -37,7 +37,7 @@ def test_check_accepts_the_shipped_policy(no_database_env: dict[str, str]) -> No
     path = EXAMPLES / "refund.yaml"
     result = policy_cli(no_database_env, "check", str(path))
     assert (result.code, result.stderr) == (0, "")
-    assert result.stdout == f"{path}: ok (6 rules)\n"
+    assert result.stdout == f"{path}: ok (5 rules)\n"
 
     described = policy_cli(no_database_env, "check", str(path), "--json")
     assert described.code == 0
@@ -100,11 +100,11 @@ def test_a_wrong_expectation_fails_the_run(no_database_env: dict[str, str], tmp_
     cases = tmp_path / "wrong.cases.yaml"
     cases.write_text(
         "cases:\n"
-        "  - name: small refund is allowed\n"
+        "  - name: small refund goes to support\n"
         "    point: pre_tool_call\n"
         "    tool: issue_refund\n"
         '    args: {order_id: "1001", amount: 20.0, reason: x}\n'
-        "    expect: allow\n"
+        "    expect: {decision: escalate, rule: refunds-need-support}\n"
         "  - name: big refund goes to support\n"
         "    point: pre_tool_call\n"
         "    tool: issue_refund\n"
@@ -115,7 +115,7 @@ def test_a_wrong_expectation_fails_the_run(no_database_env: dict[str, str], tmp_
     result = policy_cli(no_database_env, "test", policy, str(cases))
     assert result.code == 1, result.stderr
     assert result.stdout.splitlines() == [
-        "PASS small refund is allowed",
+        "PASS small refund goes to support",
         "FAIL big refund goes to support: expected escalate by refunds-need-support, "
         "got escalate by big-refunds-need-finance (approvers: [finance]; expires in 2h; "
         f"edits allowed) ({cases}:7)",

@@ -609,7 +609,19 @@ def test_set_replaces_an_argument_or_adds_a_missing_one() -> None:
 
 
 async def test_a_set_transform_changes_the_args_the_host_runs_with() -> None:
-    loaded = load_policy(EXAMPLES / "refund.yaml")
+    loaded = policy(
+        """
+        policy: reasons
+        default: allow
+        rules:
+          - id: refunds-carry-a-reason
+            point: pre_tool_call
+            tool: issue_refund
+            when: '!has(args.reason)'
+            action: transform
+            set: {path: reason, value: customer request}
+        """
+    )
     emitter = InterceptionEmitter().register(loaded, name="policy:refund", at=loaded.points)
     context = pre_tool_call("issue_refund", {"order_id": "1001", "amount": 12.5})
     outcome = await emitter.emit(context)
