@@ -2,7 +2,7 @@
 #   make test   lint + type-check + import contracts + pytest
 #               (APPROVALS_TEST_DATABASE_URL=postgresql://... to use an existing server,
 #                unset to use the embedded one)
-#   make demo   run the demo;  make bench   run the benchmark;  make fmt   auto-format
+#   make demo   run the demo;  make bench   run the benchmarks;  make fmt   auto-format
 
 PY ?= python3
 VENV := .venv
@@ -46,3 +46,4 @@ demo: install
 
 bench: install
 	$(BIN)/python bench/approval_cycle.py
+	$(BIN)/python bench/governance_overhead.py

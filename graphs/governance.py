@@ -159,9 +159,10 @@ class Session:
             ctx["sequence"], ctx["timestamp"] = kept
         else:
             ctx["sequence"] = next(self._sequence)
-        ctx["extensions"] = {
-            "approvals": {"run_id": self.run_id, "graph": self.graph, **(extensions or {})}
-        }
+        if extensions:
+            # What policies read beyond the contract's fields (the run is the session, the
+            # graph the agent): the tool's metadata and how often tools ran in this run.
+            ctx["extensions"] = {"approvals": extensions}
         return ctx
 
     async def emit(self, ctx: dict[str, Any], slot: ApprovalSlot | None = None) -> EmitOutcome:
