@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired, Protocol, TypedDict
 
-from agent_hooks import InterceptionBlocked, Interceptor
+from agent_hooks import AgentHooksCoreError, InterceptionBlocked, Interceptor
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -158,10 +158,20 @@ def build_agent(
 
     def slot(
         state: AgentState, config: RunnableConfig, point: str, turn: int, shown: dict[str, Any]
-    ) -> ApprovalSlot:
+    ) -> ApprovalSlot | None:
         """Where a liftable deny at a non-tool point gets its human answer: a request for the
-        point of this turn (no edits: only the tool seam's arguments have a schema)."""
+        point of this turn (no edits: only the tool seam's arguments have a schema).
+
+        ``None`` when the content has no identity (outside the I-JSON domain, §4.4): the
+        emitter denies that context itself (``host_error:context_invalid``), so there is
+        nothing to ask a human, and the run must be blocked, not fail."""
         call_id = f"{point}:{turn}"
+        try:
+            identity = call_identity(
+                run_id=state["run_id"], call_id=call_id, tool=f"@{point}", args=shown
+            )
+        except AgentHooksCoreError:
+            return None
         configurable = config.get("configurable") or {}
         new = NewRequest(
             run_id=state["run_id"],
@@ -170,9 +180,7 @@ def build_agent(
             tool=f"@{point}",
             shown={"point": point, **shown},
             args_schema={},
-            identity=call_identity(
-                run_id=state["run_id"], call_id=call_id, tool=f"@{point}", args=shown
-            ),
+            identity=identity,
             reason=None,
             requested_by=state["started_by"],
             expires_at=datetime.now(UTC) + deps.request_ttl,

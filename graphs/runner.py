@@ -232,7 +232,9 @@ class Runner:
 _NOTHING_TO_RESUME = object()
 _SHUTDOWN_REASONS = {
     RunStatus.COMPLETED: "completed",
-    RunStatus.BLOCKED: "blocked",
+    # summary.reason is completed | error | cancelled (AGENT-HOOKS-0.1 §4.2): a run a policy
+    # stopped ended in error, as far as the contract is concerned.
+    RunStatus.BLOCKED: "error",
     RunStatus.FAILED: "error",
 }
 INTERRUPT_CHANNEL = "__interrupt__"

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agent_hooks import InterceptionBlocked
+from agent_hooks import AgentHooksCoreError, InterceptionBlocked
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 from pydantic import ValidationError
@@ -90,7 +90,13 @@ class ToolStep:
         failed = await first_failure(tool.preconditions, args, tool_call)
         if failed is not None:
             return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
-        identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
+        try:
+            identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
+        except AgentHooksCoreError as exc:
+            # Arguments outside the I-JSON domain (§4.4) have no identity: no human can be
+            # asked about them and no decision bound to them. (With the default identity
+            # provider the emitter already denied them at post_model_call.)
+            return _error(call_id, name, {"code": "context_invalid", "message": str(exc)})
         # What the approver will be shown, bound by its identity; recorded (idempotently)
         # only if a policy escalates the call.
         shown = NewRequest(

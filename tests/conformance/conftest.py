@@ -22,13 +22,7 @@ PLUGIN_TESTS = "test_ctk_plugin.py"
 #: Vectors that fail because of a defect in our host (graphs/), with the defect. They are
 #: strict xfails: listed in the tally as failed, and failing the run once they pass, so the
 #: entry is removed with the fix. Each has a proposed fix in docs/conformance.md.
-KNOWN_HOST_DEFECTS: dict[str, str] = {
-    "AH-CTK-090": (
-        "graphs/agent.py computes the approval request's identity of a model response before "
-        "emitting post_model_call; a response outside the I-JSON domain raises there, so the "
-        "run fails instead of being blocked by the emitter's context_invalid deny"
-    ),
-}
+KNOWN_HOST_DEFECTS: dict[str, str] = {}
 
 #: Each conformance test's outcome, by node id, for the closing tally.
 _outcomes: dict[str, str] = {}

@@ -84,9 +84,11 @@ CAPABILITIES: frozenset[Capability] = frozenset(
         Capability.PARALLEL_TOOL_CALLS,
         # A thread takes new input after a run ends.
         Capability.MULTI_TURN,
-        # Up to 64 bits: the checkpoint serializer (msgpack) carries them. Not bigint_json:
-        # it refuses integers beyond 64 bits ("Integer exceeds 64-bit range").
+        # Python holds integers of any size; the emitter denies any beyond 2^53
+        # (context_invalid) before a node writes them to the state, so the checkpoint
+        # serializer's 64-bit limit is never reached (docs/conformance.md).
         Capability.INT64_JSON,
+        Capability.BIGINT_JSON,
         Capability.HOST_DECLARATION,
     }
 )

@@ -25,4 +25,4 @@ def test_the_declaration_resolves_against_the_harness_surface() -> None:
 
     assert resolved["surface"]["buffered_output"] is True
     assert "incremental_output" not in resolved["surface"]["capabilities"]
-    assert "bigint_json" not in resolved["surface"]["capabilities"]
+    assert "bigint_json" in resolved["surface"]["capabilities"]
