@@ -29,7 +29,8 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
@@ -231,7 +232,12 @@ def build_agent(
             return {"blocked": _blocked(blocked)}
         # A transform changes what the model receives.
         sent = history if ctx["messages"] == wire else from_wire(ctx["messages"])
-        reply = await model.ainvoke(sent)
+        if isinstance(model, Runnable):
+            # Buffered output: the model's tokens must not stream to the caller (LangGraph's
+            # "messages" mode) before post_model_call and output allowed them.
+            reply = await model.ainvoke(sent, config={"tags": [TAG_NOSTREAM]})
+        else:
+            reply = await model.ainvoke(sent)
         if not isinstance(reply, AIMessage):
             raise TypeError(f"the model answered {type(reply).__name__}, not an AIMessage")
         calls = [

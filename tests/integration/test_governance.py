@@ -10,9 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
 from approvals.errors import InvalidDecision
-from tests.integration.governed_graphs import GRAPHS
+from graphs.agent import build_agent
+from graphs.deps import GraphDeps
+from graphs.governance import Governance
+from tests.integration.governed_graphs import GRAPHS, DenyOutput
 from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine
 from web.settings import Settings
@@ -111,6 +117,41 @@ async def test_a_denied_answer_is_never_released(governed: Engine) -> None:
     assert seen
     assert not [c for c in seen if "Which order" in c]
     assert "Which order" not in await history_text(governed, "deny_output", "t-deny-output")
+
+
+async def test_a_streaming_model_streams_nothing_before_output_allowed_it(
+    governed: Engine,
+) -> None:
+    # A real LangChain chat model that streams its answer token by token.
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="the secret plan is ready")]))
+    deps = GraphDeps(
+        checkpointer=InMemorySaver(),
+        requests=governed.requests,
+        ledger=governed.ledger,
+        effects=governed.effects,
+    )
+    graph = build_agent(
+        name="streaming",
+        model=model,
+        tools=[],
+        deps=deps,
+        governance=Governance(interceptors=[DenyOutput()]),
+    )
+    payload = {
+        "messages": [HumanMessage(content="hello")],
+        "run_id": "00000000-0000-4000-8000-000000000002",
+        "started_by": "a",
+        "new_input": True,
+    }
+    config = {"configurable": {"thread_id": "t-streaming"}}
+    chunks = [
+        str(chunk)
+        async for chunk in graph.astream(payload, config, stream_mode=["messages", "updates"])  # type: ignore[arg-type]
+    ]
+    assert chunks
+    assert not [c for c in chunks if "secret" in c]
+    state = await graph.aget_state(config)  # type: ignore[arg-type]
+    assert state.values["blocked"]["point"] == "output"
 
 
 async def test_an_answer_is_released_as_output_left_it(governed: Engine) -> None:
