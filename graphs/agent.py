@@ -203,7 +203,7 @@ def build_agent(
         if human is None:
             return {"new_input": False}
         here = slot(state, config, "input", turn, {"content": human.content})
-        ctx = s.context("input", slot=here, content=human.content, role="user")
+        ctx = s.context("input", content=human.content, role="user")
         try:
             await s.emit(ctx, here)
         except InterceptionBlocked as blocked:
@@ -225,7 +225,7 @@ def build_agent(
         turn = sum(1 for m in history if isinstance(m, AIMessage))
         wire = [to_wire(m) for m in history]
         here = slot(state, config, "pre_model_call", turn, {"messages": wire[-1:]})
-        ctx = s.context("pre_model_call", slot=here, model_id=the_model_id, messages=wire)
+        ctx = s.context("pre_model_call", model_id=the_model_id, messages=wire)
         try:
             await s.emit(ctx, here)
         except InterceptionBlocked as blocked:
@@ -247,7 +247,6 @@ def build_agent(
         here = slot(state, config, "post_model_call", turn, response)
         ctx = s.context(
             "post_model_call",
-            slot=here,
             model_id=the_model_id,
             content=reply.content,
             tool_calls=calls,
@@ -270,7 +269,7 @@ def build_agent(
         # The final answer is buffered: it is released (written to the state, returned to the
         # caller) only once ``output`` allowed it, and as ``output`` left it.
         here = slot(state, config, "output", turn, {"content": reply.content})
-        ctx = s.context("output", slot=here, content=reply.content)
+        ctx = s.context("output", content=reply.content)
         try:
             await s.emit(ctx, here)
         except InterceptionBlocked as blocked:

@@ -56,11 +56,6 @@ class ApprovalSlot(Protocol):
 
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution: ...
 
-    def envelope(self) -> tuple[int, str] | None:
-        """The (sequence, timestamp) the suspended emission carried, when the slot keeps it, so
-        the repeated emission is the same context with the same identity."""
-        ...
-
     def suspend(self, context: dict[str, Any]) -> NoReturn:
         """Pause the run until a human answers (``interrupt()``)."""
         ...
@@ -148,17 +143,12 @@ class Session:
         self,
         point: str,
         *,
-        slot: ApprovalSlot | None = None,
         extensions: dict[str, Any] | None = None,
         **fields: Any,
     ) -> dict[str, Any]:
         """A new context for ``point`` (a builder method name), with this run's envelope."""
         ctx: dict[str, Any] = getattr(self._builder, point)(**fields)
-        kept = slot.envelope() if slot is not None else None
-        if kept is not None:
-            ctx["sequence"], ctx["timestamp"] = kept
-        else:
-            ctx["sequence"] = next(self._sequence)
+        ctx["sequence"] = next(self._sequence)
         if extensions:
             # What policies read beyond the contract's fields (the run is the session, the
             # graph the agent): the tool's metadata and how often tools ran in this run.

@@ -49,11 +49,6 @@ class StoredDecisionResolver:
             and self.request.status is RequestStatus.PENDING
         )
 
-    def envelope(self) -> tuple[int, str] | None:
-        # The binding is the call's own identity (run, call, tool, arguments), held by the
-        # request row, so a repeated emission may carry a new sequence and timestamp.
-        return None
-
     def suspend(self, context: dict[str, Any]) -> NoReturn:
         """Interrupt the run until a human decides this slot's request."""
         request = self.request

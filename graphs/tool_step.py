@@ -116,7 +116,6 @@ class ToolStep:
         counts = dict(tool_counts or {})
         ctx = session.context(
             "pre_tool_call",
-            slot=slot,
             extensions={
                 "tool": tool.describe_for_policy(),
                 "tool_count": counts.get(name, 0),
@@ -156,17 +155,29 @@ class ToolStep:
                 return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
             identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
         message = await self._execute_once(tool, parsed, args, identity, tool_call)
-        return await self._after(session, message, call_id, name, args)
+        return await self._after(session, message, tool, call_id, args)
 
     async def _after(
-        self, session: Session, message: ToolMessage, call_id: str, name: str, args: dict[str, Any]
+        self,
+        session: Session,
+        message: ToolMessage,
+        tool: GovernedTool,
+        call_id: str,
+        args: dict[str, Any],
     ) -> ToolMessage:
         """``post_tool_call``: the result reaches the model only as the policies leave it, and
         not at all when they deny it."""
         value = json.loads(str(message.content))
         is_error = message.status == "error"
+        name = tool.name
         ctx = session.context(
-            "post_tool_call", call_id=call_id, name=name, args=args, value=value, is_error=is_error
+            "post_tool_call",
+            extensions={"tool": tool.describe_for_policy()},
+            call_id=call_id,
+            name=name,
+            args=args,
+            value=value,
+            is_error=is_error,
         )
         try:
             await session.emit(ctx)

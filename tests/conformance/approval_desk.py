@@ -150,11 +150,6 @@ class DeskSlot:
             return dataclasses.replace(answer, context_identity=request.context_identity)
         return answer
 
-    def envelope(self) -> tuple[int, str] | None:
-        # The repeated emission gets its own sequence; the decision is carried over by
-        # content (see the module docstring), not by reusing the envelope.
-        return None
-
     def suspend(self, context: dict[str, Any]) -> NoReturn:
         assert self._waiting is not None, "suspend() without an unanswered consult"
         payload = self._waiting.payload()
