@@ -119,9 +119,12 @@ def _blocked(blocked: InterceptionBlocked) -> dict[str, Any]:
 
 
 def _tool_counts(messages: Sequence[BaseMessage]) -> dict[str, int]:
-    """How many times each tool ran successfully in the conversation so far."""
+    """How many times each tool ran successfully in this run: since the run's user message
+    (a thread may hold earlier runs)."""
     counts: dict[str, int] = {}
-    for m in messages:
+    for m in reversed(messages):
+        if isinstance(m, HumanMessage):
+            break
         if isinstance(m, ToolMessage) and m.status != "error" and m.name:
             counts[m.name] = counts.get(m.name, 0) + 1
     return counts

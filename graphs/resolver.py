@@ -27,6 +27,9 @@ from approvals.model import Decision as StoredDecision
 from approvals.model import DecisionKind, RequestStatus
 from approvals.ports import ApprovalRequests, NewRequest
 
+#: The reason of the transform an approver's edited arguments become.
+EDITED_BY_APPROVER = "edited_by_approver"
+
 
 class StoredDecisionResolver:
     """Answers the emitter's approval seam from the decision stored for one call."""
@@ -104,7 +107,7 @@ class StoredDecisionResolver:
                 context_identity=echo,
                 verdict=Verdict(
                     decision=Decision.TRANSFORM,
-                    reason="edited_by_approver",
+                    reason=EDITED_BY_APPROVER,
                     transform=Transform(path="$target", value=decision.args),
                 ),
             )

@@ -22,6 +22,7 @@ from approvals.ports import NewRequest
 from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
 from graphs.governance import Session
+from graphs.resolver import EDITED_BY_APPROVER
 from graphs.tools import GovernedTool, ToolCall
 
 
@@ -33,6 +34,19 @@ def _error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage:
         name=tool,
         status="error",
     )
+
+
+class TransformNotApplicable(RuntimeError):
+    """A transform left a value the run cannot go on with: the run fails, visibly."""
+
+    def __init__(self, point: str, tool: str, cause: Exception) -> None:
+        super().__init__(f"a transform at {point} of {tool} cannot be applied: {cause}"[:1000])
+
+
+def _errors_of(exc: Exception) -> list[dict[str, Any]]:
+    if isinstance(exc, ValidationError):
+        return _validation_errors(exc)
+    return [{"path": "", "message": str(exc)}]
 
 
 def _validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -139,15 +153,22 @@ class ToolStep:
                     **({"decided_by": decision.principal} if decision is not None else {}),
                 },
             )
-        final_args = outcome.target if isinstance(outcome.target, dict) else args
+        final_args = outcome.target
+        edited = outcome.record.verdict.reason == EDITED_BY_APPROVER
         if final_args != args:
-            # An approver's edit (or a transform): validate again against the real schema,
-            # and the tool's preconditions against the new values.
+            # An approver's edit or a policy's transform: validate again against the real
+            # schema, and the tool's preconditions against the new values.
             try:
+                if not isinstance(final_args, dict):
+                    raise TypeError(f"arguments must be an object, not {type(final_args).__name__}")
                 parsed = tool.validate(final_args)
-            except ValidationError as exc:
+            except (ValidationError, TypeError) as exc:
+                if not edited:
+                    # The model's arguments were fine; the policy broke them. That is an
+                    # enforcement failure: it stops the run instead of misleading the model.
+                    raise TransformNotApplicable("pre_tool_call", name, exc) from exc
                 return _error(
-                    call_id, name, {"code": "invalid_arguments", "errors": _validation_errors(exc)}
+                    call_id, name, {"code": "invalid_arguments", "errors": _errors_of(exc)}
                 )
             args = parsed.model_dump(mode="json")
             failed = await first_failure(tool.preconditions, args, tool_call)

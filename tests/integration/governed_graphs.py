@@ -39,6 +39,19 @@ class RewriteRefundReason:
         return Verdict.allow()
 
 
+class BreakRefundAmount:
+    """pre_tool_call: a broken policy sets the refund's amount to something the tool refuses."""
+
+    def intercept(self, ctx: Context, /) -> Verdict:
+        if _point(ctx) == "pre_tool_call" and _tool(ctx) == "issue_refund":
+            return Verdict(
+                decision=Decision.TRANSFORM,
+                reason="broken",
+                transform=Transform(path="$target.amount", value="lots"),
+            )
+        return Verdict.allow()
+
+
 class MaskCustomer:
     """post_tool_call: the customer's address in an order is masked before the model sees it."""
 
@@ -141,6 +154,10 @@ def transform_args(deps: GraphDeps) -> Any:
     return _with(deps, RewriteRefundReason())
 
 
+def broken_transform(deps: GraphDeps) -> Any:
+    return _with(deps, BreakRefundAmount())
+
+
 def mask_result(deps: GraphDeps) -> Any:
     return _with(deps, MaskCustomer())
 
@@ -195,6 +212,7 @@ GRAPHS = {
     name: f"tests.integration.governed_graphs:{name}"
     for name in (
         "transform_args",
+        "broken_transform",
         "mask_result",
         "timeout",
         "raises",

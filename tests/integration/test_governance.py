@@ -56,6 +56,15 @@ async def test_a_transform_changes_the_arguments_the_tool_receives(governed: Eng
     assert "reason_set_by_policy" in [r["reason"] for r in await records(governed, out.run_id)]
 
 
+async def test_a_transform_that_cannot_be_applied_fails_the_run(governed: Engine) -> None:
+    out = await governed.runner.start("broken_transform", {"message": "refund 1001"}, principal="a")
+    assert out.status == "failed", out
+    assert out.error is not None
+    assert "a transform at pre_tool_call of issue_refund cannot be applied" in out.error
+    assert await scalar(governed, "select count(*) from demo_side_effects") == 0
+    assert await scalar(governed, "select status from runs where id = %s", out.run_id) == "failed"
+
+
 async def test_a_masked_result_never_reaches_the_model_unmasked(governed: Engine) -> None:
     out = await governed.runner.start("mask_result", {"message": "refund 1001"}, principal="a")
     # The refund itself still needs its human (the default escalation is not part of this graph,

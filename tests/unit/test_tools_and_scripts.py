@@ -189,3 +189,24 @@ def test_a_tool_describes_its_validation() -> None:
     assert described["risk"] == "high"
     assert described["approver_group"] == "finance"
     assert described["arguments"]["required"] == ["order_id", "amount"]
+
+
+def test_tool_counts_cover_the_current_run_only() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from graphs.agent import _tool_counts
+
+    def result(name: str, status: str = "success") -> ToolMessage:
+        return ToolMessage(content="{}", tool_call_id=f"{name}-id", name=name, status=status)
+
+    thread = [
+        HumanMessage(content="first run"),
+        AIMessage(content=""),
+        result("issue_refund"),
+        HumanMessage(content="second run"),
+        AIMessage(content=""),
+        result("issue_refund"),
+        result("lookup_order"),
+        result("issue_refund", status="error"),
+    ]
+    assert _tool_counts(thread) == {"issue_refund": 1, "lookup_order": 1}
