@@ -45,7 +45,7 @@ from approvals.model import ExecutionStatus, ToolExecution
 from approvals.ports import ApprovalRequests, SideEffectLog, ToolLedger
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
-from graphs.governance import Governance, SessionHolder
+from graphs.governance import Governance, JsonContext, SessionHolder
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import ToolCall, governed_tool
 
@@ -260,7 +260,7 @@ def emitter_only(contexts: list[dict[str, Any]]) -> Callable[[], Awaitable[None]
         for i in range(5):
             emitter.register(Inspecting(f"blocked_{i}"), name=f"Inspecting#{i}")
         for ctx in contexts:
-            await emitter.emit_unchecked(copy.deepcopy(ctx))
+            await emitter.emit_unchecked(JsonContext(copy.deepcopy(ctx)))
 
     return turn
 

@@ -13,12 +13,14 @@ answers with the decision a human made, echoing the context identity as §9 requ
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, cast
 
+import orjson
 from agent_hooks import (
     AgentContextBuilder,
     ApprovalOutcome,
@@ -115,6 +117,22 @@ class Governance:
         return emitter
 
 
+class JsonContext(dict[str, Any]):
+    """A context (a JSON value, by the contract) whose deep copy is a JSON round trip.
+
+    The emitter gives every interceptor its own deep copy of the context (§7 isolation);
+    ``copy.deepcopy`` walks it object by object, which is most of an emission's cost. orjson's
+    round trip yields the same independent copy several times faster. A value orjson cannot
+    carry (an integer beyond 64 bits, a non-string key) falls back to ``copy.deepcopy``."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        try:
+            copied: dict[str, Any] = orjson.loads(orjson.dumps(self))
+        except (TypeError, orjson.JSONEncodeError):
+            return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+        return copied
+
+
 class Session:
     """One invocation of one run: its emitter, its context source and its records."""
 
@@ -147,7 +165,7 @@ class Session:
         **fields: Any,
     ) -> dict[str, Any]:
         """A new context for ``point`` (a builder method name), with this run's envelope."""
-        ctx: dict[str, Any] = getattr(self._builder, point)(**fields)
+        ctx: dict[str, Any] = JsonContext(getattr(self._builder, point)(**fields))
         ctx["sequence"] = next(self._sequence)
         if extensions:
             # What policies read beyond the contract's fields (the run is the session, the
