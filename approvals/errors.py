@@ -116,3 +116,26 @@ class DatabaseUnavailable(ApprovalsError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(f"database unavailable: {detail}")
+
+
+class AccountExists(ApprovalsError):
+    """A local account or API token of that name already exists."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(f"a {kind} named {name!r} already exists")
+
+
+class InvalidAccount(ApprovalsError):
+    """A name, password or group list that cannot make an account or token."""
+
+
+class NotAllowed(ApprovalsError):
+    """The principal may see this request but not decide it (separation of duties, or not in
+    the approver groups that may decide it)."""
+
+    def __init__(self, request_id: str, why: str) -> None:
+        self.request_id = request_id
+        self.why = why
+        super().__init__(f"you may not decide request {request_id}: {why}")

@@ -6,7 +6,7 @@ on these shapes, so the domain never imports an adapter.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +23,7 @@ from approvals.model import (
     RunStatus,
     ToolExecution,
 )
+from approvals.principals import ApiToken, Principal
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -175,3 +176,32 @@ class SideEffectLog(Protocol):
     async def record(
         self, *, run_id: str, call_id: str, tool: str, args: dict[str, Any]
     ) -> None: ...
+
+
+class Accounts(Protocol):
+    """Local accounts and API tokens. Secrets are never stored: passwords as a memory-hard hash
+    (scrypt), tokens as a SHA-256 digest."""
+
+    async def add_user(self, name: str, password: str, groups: Sequence[str]) -> Principal:
+        """Create a local account; raises ``AccountExists`` or ``InvalidAccount``."""
+        ...
+
+    async def authenticate(self, name: str, password: str) -> Principal | None:
+        """The principal for a correct name and password; ``None`` otherwise (same cost
+        whether or not the name exists)."""
+        ...
+
+    async def create_token(self, name: str, groups: Sequence[str], created_by: str) -> str:
+        """Create an API token and return its secret, which is shown once and never stored;
+        raises ``AccountExists`` (a token of that name exists) or ``InvalidAccount``."""
+        ...
+
+    async def verify_token(self, secret: str) -> Principal | None:
+        """The principal of a valid, unrevoked token; ``None`` otherwise."""
+        ...
+
+    async def revoke_token(self, name: str) -> bool:
+        """Revoke a token; ``False`` when there is no unrevoked token of that name."""
+        ...
+
+    async def tokens(self) -> list[ApiToken]: ...
