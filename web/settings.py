@@ -25,6 +25,33 @@ class Settings(BaseSettings):
     pool_max_size: int = Field(default=20, ge=2, le=500)
     graphs: dict[str, str] = Field(default_factory=dict)
 
+    # ---- the web app -------------------------------------------------------------------
+    #: Signs session cookies and CSRF tokens. Unset: a random key kept in ``<data_dir>/secret_key``
+    #: (created on first use), so one machine's processes agree and restarts keep sessions.
+    secret_key: str | None = Field(default=None, min_length=32)
+    #: The URL approvers reach the app at (links in notifications, the OIDC redirect URI).
+    public_url: str = "http://127.0.0.1:8000"
+    session_ttl_seconds: int = Field(default=8 * 3600, gt=0, le=30 * 24 * 3600)
+    #: Who may decide a request whose policy named no approver group.
+    default_approver_group: str = "approvers"
+    #: Members of this group see every request and the operators' views; they decide only what
+    #: their other groups allow.
+    operator_group: str = "operators"
+    max_body_bytes: int = Field(default=256 * 1024, ge=1024)
+    #: Failed sign-ins per user name and client address before a pause.
+    login_attempts: int = Field(default=5, ge=1)
+    login_window_seconds: int = Field(default=300, ge=1)
+    #: OpenID Connect (all three set: the login page offers it). The principal is issuer + subject.
+    oidc_issuer: str | None = None
+    oidc_client_id: str | None = None
+    oidc_client_secret: str | None = None
+    oidc_groups_claim: str = "groups"
+    oidc_scopes: str = "openid profile email"
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return bool(self.oidc_issuer and self.oidc_client_id and self.oidc_client_secret)
+
     @model_validator(mode="after")
     def _pool_fits_workers(self) -> Settings:
         check_pool_size(self.pool_max_size, self.worker_concurrency)
