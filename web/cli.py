@@ -22,9 +22,11 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from approvals.errors import (
+    AccountExists,
     ApprovalsError,
     EditedArgumentsInvalid,
     GraphNotFound,
+    InvalidAccount,
     InvalidDecision,
     InvalidRequestId,
     InvalidRunId,
@@ -36,6 +38,7 @@ from approvals.errors import (
 )
 from approvals.model import RequestStatus, RunStatus
 from storage.migrate import upgrade
+from web.cli_accounts import tokens_app, users_app
 from web.cli_policy import policy_app
 from web.engine import Engine, open_engine
 from web.settings import Settings, check_pool_size, load_settings
@@ -56,12 +59,14 @@ app.add_typer(pending_app, name="pending")
 tools_app = typer.Typer(no_args_is_help=True, help="The tools graphs may call.")
 app.add_typer(tools_app, name="tools")
 app.add_typer(policy_app, name="policy")
+app.add_typer(users_app, name="users")
+app.add_typer(tokens_app, name="tokens")
 
 EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
 
 
 def _exit_code(exc: ApprovalsError) -> int:
-    if isinstance(exc, RequestNotPending | ThreadBusy):
+    if isinstance(exc, RequestNotPending | ThreadBusy | AccountExists):
         return EXIT_NOT_PENDING
     if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
         return EXIT_NOT_FOUND
@@ -71,7 +76,8 @@ def _exit_code(exc: ApprovalsError) -> int:
         | InvalidRunId
         | InvalidDecision
         | EditedArgumentsInvalid
-        | InvalidRunInput,
+        | InvalidRunInput
+        | InvalidAccount,
     ):
         return EXIT_INVALID
     return EXIT_FAILURE

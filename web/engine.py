@@ -14,6 +14,7 @@ from graphs.deps import GraphDeps
 from graphs.registry import GraphRegistry
 from graphs.runner import Runner
 from graphs.worker import Worker
+from storage.accounts import PgAccounts
 from storage.audit import PgAuditLog
 from storage.checkpoints import PgPendingInterrupts, make_saver
 from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
@@ -40,6 +41,7 @@ class Engine:
     registry: GraphRegistry
     runner: Runner
     worker: Worker
+    accounts: PgAccounts
 
     async def decide(
         self,
@@ -111,6 +113,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             registry=registry,
             runner=runner,
             worker=worker,
+            accounts=PgAccounts(db),
         )
     finally:
         if queue is not None:

@@ -255,3 +255,65 @@ SELECT sequence, session_id, point, decision, reason, interceptor, mode, input_i
   FROM interception_records
  WHERE run_id = %(run_id)s
  ORDER BY sequence, id;
+
+-- name: create_user
+-- A new local account with its audit entry; no row when the name is taken.
+WITH created AS (
+    INSERT INTO users (name, password_hash, groups)
+    VALUES (%(name)s, %(password_hash)s, %(groups)s)
+    ON CONFLICT DO NOTHING
+    RETURNING name, groups, created_at, disabled
+), audit AS (
+    INSERT INTO audit_events (kind, principal, data)
+    SELECT 'account.created', %(by)s, jsonb_build_object('name', c.name, 'groups', c.groups)
+      FROM created c
+)
+SELECT * FROM created;
+
+-- name: user_credentials
+SELECT password_hash, groups, disabled FROM users WHERE name = %(name)s;
+
+-- name: list_users
+SELECT name, groups, created_at, disabled FROM users ORDER BY name;
+
+-- name: disable_user
+WITH disabled AS (
+    UPDATE users SET disabled = true
+     WHERE name = %(name)s AND NOT disabled
+    RETURNING name
+), audit AS (
+    INSERT INTO audit_events (kind, principal, data)
+    SELECT 'account.disabled', %(by)s, jsonb_build_object('name', d.name) FROM disabled d
+)
+SELECT * FROM disabled;
+
+-- name: create_token
+-- A new API token (its digest only) with its audit entry; no row when the name is taken.
+WITH created AS (
+    INSERT INTO api_tokens (name, digest, groups, created_by)
+    VALUES (%(name)s, %(digest)s, %(groups)s, %(created_by)s)
+    ON CONFLICT DO NOTHING
+    RETURNING name, groups, created_by, created_at, revoked_at
+), audit AS (
+    INSERT INTO audit_events (kind, principal, data)
+    SELECT 'token.created', c.created_by, jsonb_build_object('name', c.name, 'groups', c.groups)
+      FROM created c
+)
+SELECT * FROM created;
+
+-- name: token_by_digest
+SELECT name, groups FROM api_tokens WHERE digest = %(digest)s AND revoked_at IS NULL;
+
+-- name: revoke_token
+WITH revoked AS (
+    UPDATE api_tokens SET revoked_at = now()
+     WHERE name = %(name)s AND revoked_at IS NULL
+    RETURNING name
+), audit AS (
+    INSERT INTO audit_events (kind, principal, data)
+    SELECT 'token.revoked', %(by)s, jsonb_build_object('name', r.name) FROM revoked r
+)
+SELECT * FROM revoked;
+
+-- name: list_tokens
+SELECT name, groups, created_by, created_at, revoked_at FROM api_tokens ORDER BY created_at, name;
