@@ -70,6 +70,16 @@ class PgApprovalRequests:
         )
         return [ApprovalRequest.from_row(r) for r in rows]
 
+    async def decision_of(self, request_id: str) -> tuple[str, Decision | None]:
+        """The decision made on a request, if any."""
+        row = await self._db.one("request_decision", {"id": request_id})
+        return request_id, Decision.from_row(row) if row else None
+
+    async def version(self) -> str:
+        """A mark that changes when a request is created or decided."""
+        row = await self._db.one("requests_version", {})
+        return f"{row['n']}:{row['at']}" if row else ""
+
     async def for_run(self, run_id: str) -> list[ApprovalRequest]:
         rows = await self._db.all("run_requests", {"run_id": run_id})
         return [ApprovalRequest.from_row(r) for r in rows]

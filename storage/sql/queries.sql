@@ -102,6 +102,14 @@ SELECT * FROM approval_requests
 -- name: run_requests
 SELECT * FROM approval_requests WHERE run_id = %(run_id)s ORDER BY created_at, id;
 
+-- name: request_decision
+SELECT d.* FROM decisions d WHERE d.request_id = %(id)s;
+
+-- name: requests_version
+-- Changes whenever a request is created or decided: what live views poll.
+SELECT count(*) AS n, max(GREATEST(created_at, COALESCE(decided_at, created_at)))::text AS at
+  FROM approval_requests;
+
 -- name: decide
 -- Consume a pending request once: the conditional update, the decision, the audit entry, the
 -- resume job and the wake-up, all or nothing.

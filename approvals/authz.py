@@ -1,0 +1,58 @@
+"""Who may see and who may decide an approval request.
+
+- A request names the approver groups that may decide it (from the policy that escalated it);
+  a request that names none falls to the default approver group.
+- Operators see every request; seeing is not deciding.
+- Separation of duties: whoever started the run cannot decide its calls.
+
+A request a principal may not see must look exactly like one that does not exist (the web app
+answers 404 for both); one it may see but not decide is refused with the reason (403).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from approvals.errors import NotAllowed
+from approvals.model import ApprovalRequest, Run
+from approvals.principals import Principal
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApproverRules:
+    default_group: str = "approvers"
+    operator_group: str = "operators"
+
+    def deciders(self, request: ApprovalRequest) -> frozenset[str]:
+        """The groups whose members may decide ``request``."""
+        return frozenset(request.approvers) or frozenset({self.default_group})
+
+    def is_operator(self, principal: Principal) -> bool:
+        return self.operator_group in principal.groups
+
+    def may_see(self, principal: Principal, request: ApprovalRequest) -> bool:
+        return bool(principal.groups & self.deciders(request)) or self.is_operator(principal)
+
+    def check_decide(self, principal: Principal, request: ApprovalRequest) -> None:
+        """Raises ``NotAllowed`` unless ``principal`` may decide ``request`` (call it only for
+        a request the principal may see)."""
+        if request.requested_by == principal.id:
+            raise NotAllowed(request.id, "you started this run (separation of duties)")
+        if not principal.groups & self.deciders(request):
+            groups = ", ".join(sorted(self.deciders(request)))
+            raise NotAllowed(request.id, f"only members of {groups} may decide it")
+
+    def may_decide(self, principal: Principal, request: ApprovalRequest) -> bool:
+        try:
+            self.check_decide(principal, request)
+        except NotAllowed:
+            return False
+        return True
+
+    def may_see_run(self, principal: Principal, run: Run, requests: list[ApprovalRequest]) -> bool:
+        """The run's starter, operators, and whoever may see one of its requests."""
+        return (
+            run.started_by == principal.id
+            or self.is_operator(principal)
+            or any(self.may_see(principal, r) for r in requests)
+        )

@@ -1,0 +1,95 @@
+"""A real HTTP server for web tests: the app under uvicorn on a loopback port, with its own
+engine on this test's database (and a resume worker), plus signed-in clients."""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from web.app import create_app
+from web.engine import Engine
+from web.settings import Settings
+
+PASSWORD = "correct horse battery staple"
+
+
+@dataclass
+class Server:
+    url: str
+    settings: Settings
+
+
+@pytest.fixture
+def web_settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        database_url=database_url,
+        data_dir=tmp_path,
+        config_file=tmp_path / "none.toml",
+        secret_key="test-secret-key-" + "x" * 32,
+        login_attempts=3,
+    )
+
+
+@pytest.fixture
+def server(web_settings: Settings) -> Iterator[Server]:
+    """The app with a worker, served by uvicorn on 127.0.0.1 (a port of its own)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    settings = web_settings.model_copy(update={"public_url": url})
+    app = create_app(settings, with_worker=True, migrate=False)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not uv.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the web server did not start")
+        time.sleep(0.02)
+    yield Server(url=url, settings=settings)
+    uv.should_exit = True
+    thread.join(timeout=15)
+    sock.close()
+
+
+async def add_user(engine: Engine, name: str, *groups: str) -> None:
+    await engine.accounts.add_user(name, PASSWORD, list(groups))
+
+
+def csrf_of(html: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert match, "no CSRF token on the page"
+    return match.group(1)
+
+
+SignIn = Callable[[str], httpx.Client]
+
+
+@pytest.fixture
+def sign_in(server: Server) -> Iterator[SignIn]:
+    """``sign_in(name)``: an HTTP client with a session for ``name`` (password PASSWORD),
+    closed after the test."""
+    clients: list[httpx.Client] = []
+
+    def make(name: str) -> httpx.Client:
+        client = httpx.Client(base_url=server.url, headers={"origin": server.url}, timeout=30)
+        clients.append(client)
+        page = client.post("/login", data={"username": name, "password": PASSWORD, "next": "/"})
+        assert page.status_code == 303, page.text
+        return client
+
+    yield make
+    for client in clients:
+        client.close()

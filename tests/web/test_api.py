@@ -1,0 +1,216 @@
+"""The JSON API over real HTTP: bearer tokens, who may see and decide, statuses, races."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+
+from tests.integration.helpers import scalar
+from tests.web.conftest import Server
+from web.engine import Engine
+
+
+async def token(engine: Engine, name: str, *groups: str) -> str:
+    return await engine.accounts.create_token(name, list(groups), created_by="test")
+
+
+def client(server: Server, secret: str | None) -> httpx.AsyncClient:
+    headers = {"authorization": f"Bearer {secret}"} if secret else {}
+    return httpx.AsyncClient(base_url=server.url, headers=headers, timeout=60)
+
+
+async def wait_for_run(api: httpx.AsyncClient, run_id: str, status: str) -> dict[str, object]:
+    deadline = time.monotonic() + 30
+    while True:
+        report = (await api.get(f"/api/v1/runs/{run_id}")).json()
+        if report.get("status") == status or time.monotonic() > deadline:
+            return report  # type: ignore[no-any-return]
+        await asyncio.sleep(0.1)
+
+
+async def started_refund(server: Server, engine: Engine) -> tuple[str, str]:
+    """A refund run started through the API by token ``shop``; its pending request."""
+    shop = await token(engine, "shop", "agents")
+    async with client(server, shop) as api:
+        started = await api.post(
+            "/api/v1/runs", json={"graph": "refund", "input": {"message": "refund 1001"}}
+        )
+    assert started.status_code == 200, started.text
+    run = started.json()
+    assert run["status"] == "waiting"
+    return run["run_id"], run["pending"][0]
+
+
+async def test_no_token_or_a_bad_or_revoked_token_is_401(server: Server, engine: Engine) -> None:
+    secret = await token(engine, "bot", "support")
+    async with client(server, None) as api:
+        missing = await api.get("/api/v1/pending")
+    async with client(server, "apv_" + "x" * 43) as api:
+        wrong = await api.get("/api/v1/pending")
+    async with client(server, secret) as api:
+        assert (await api.get("/api/v1/pending")).status_code == 200
+        await engine.accounts.revoke_token("bot")
+        revoked = await api.get("/api/v1/pending")
+    for response in (missing, wrong, revoked):
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert response.json()["error"]["code"] == "unauthenticated"
+
+
+async def test_an_approver_decides_once_and_the_run_completes(
+    server: Server, engine: Engine
+) -> None:
+    run_id, request_id = await started_refund(server, engine)
+    support = await token(engine, "lead", "support")
+    async with client(server, support) as api:
+        listed = (await api.get("/api/v1/pending")).json()
+        assert [p["id"] for p in listed] == [request_id]
+        shown = (await api.get(f"/api/v1/pending/{request_id}")).json()
+        assert shown["tool"] == "issue_refund"
+        assert shown["args"] == {"order_id": "1001", "amount": 25.0, "reason": "customer request"}
+        assert shown["approvers"] == ["support"]
+        assert shown["may_decide"] is True
+        decided = await api.post(
+            f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
+        )
+        assert decided.status_code == 200, decided.text
+        assert decided.json()["principal"] == "token:lead"
+        again = await api.post(
+            f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
+        )
+        assert again.status_code == 409
+        assert again.json()["error"]["code"] == "not_pending"
+        report = await wait_for_run(api, run_id, "completed")
+    assert report["status"] == "completed", report
+    assert await scalar(engine, "select count(*) from demo_side_effects") == 1
+
+
+async def test_who_may_not_see_gets_404_and_who_may_not_decide_gets_403(
+    server: Server, engine: Engine
+) -> None:
+    run_id, request_id = await started_refund(server, engine)
+    finance = await token(engine, "fin", "finance")  # the 25.00 refund goes to support
+    async with client(server, finance) as api:
+        assert (await api.get("/api/v1/pending")).json() == []
+        hidden = await api.get(f"/api/v1/pending/{request_id}")
+        hidden_post = await api.post(
+            f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
+        )
+        hidden_run = await api.get(f"/api/v1/runs/{run_id}")
+    unknown_id = "00000000-0000-4000-8000-000000000000"
+    async with client(server, finance) as api:
+        unknown = await api.get(f"/api/v1/pending/{unknown_id}")
+        forged = await api.get("/api/v1/pending/1%20OR%201=1")
+    # Hidden, unknown and forged ids look the same.
+    for response in (hidden, hidden_post, unknown, forged, hidden_run):
+        assert response.status_code == 404, response.text
+    assert hidden.json() == unknown.json() == forged.json() == hidden_post.json()
+    assert await scalar(engine, "select count(*) from decisions") == 0
+
+
+async def test_separation_of_duties(server: Server, engine: Engine) -> None:
+    both = await token(engine, "both", "support", "agents")
+    async with client(server, both) as api:
+        started = (
+            await api.post(
+                "/api/v1/runs", json={"graph": "refund", "input": {"message": "refund 1001"}}
+            )
+        ).json()
+        request_id = started["pending"][0]
+        seen = (await api.get(f"/api/v1/pending/{request_id}")).json()
+        assert seen["may_decide"] is False
+        refused = await api.post(
+            f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
+        )
+        assert (await api.get(f"/api/v1/runs/{started['run_id']}")).status_code == 200
+    assert refused.status_code == 403
+    assert "separation of duties" in refused.json()["error"]["message"]
+    assert await scalar(engine, "select count(*) from decisions") == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"decision": "maybe"}, "decision"),
+        ({"decision": "reject"}, "a rejection needs a reason"),
+        ({"decision": "approve", "args": {"order_id": "1001", "amount": "lots"}}, "amount"),
+        ({"decision": "approve", "extra": 1}, "extra"),
+        ({"decision": "approve", "reason": "x" * 2001}, "reason"),
+    ],
+)
+async def test_invalid_decisions_are_422_and_change_nothing(
+    server: Server, engine: Engine, body: dict[str, object], message: str
+) -> None:
+    _, request_id = await started_refund(server, engine)
+    support = await token(engine, "lead", "support")
+    async with client(server, support) as api:
+        response = await api.post(f"/api/v1/pending/{request_id}/decision", json=body)
+        broken = await api.post(
+            f"/api/v1/pending/{request_id}/decision",
+            content=b"{not json",
+            headers={"content-type": "application/json"},
+        )
+    assert response.status_code == 422, response.text
+    assert message in response.text
+    assert broken.status_code == 422
+    assert await scalar(engine, "select count(*) from decisions") == 0
+
+
+async def test_fifty_concurrent_decisions_one_wins(server: Server, engine: Engine) -> None:
+    run_id, request_id = await started_refund(server, engine)
+    support = await token(engine, "lead", "support")
+    limits = httpx.Limits(max_connections=50)
+    async with httpx.AsyncClient(
+        base_url=server.url,
+        headers={"authorization": f"Bearer {support}"},
+        timeout=60,
+        limits=limits,
+    ) as api:
+        responses = await asyncio.gather(
+            *(
+                api.post(f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"})
+                for _ in range(50)
+            )
+        )
+        statuses = sorted(r.status_code for r in responses)
+        assert statuses == [200] + [409] * 49, statuses
+        report = await wait_for_run(api, run_id, "completed")
+    assert report["status"] == "completed"
+    assert await scalar(engine, "select count(*) from demo_side_effects") == 1
+    assert await scalar(engine, "select count(*) from decisions") == 1
+
+
+async def test_a_body_over_the_limit_is_413(server: Server, engine: Engine) -> None:
+    support = await token(engine, "lead", "support")
+    async with client(server, support) as api:
+        response = await api.post(
+            "/api/v1/runs",
+            content=b'{"graph": "refund", "input": {"message": "' + b"x" * 300_000 + b'"}}',
+            headers={"content-type": "application/json"},
+        )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "body_too_large"
+
+
+async def test_bad_run_input_is_422_or_404(server: Server, engine: Engine) -> None:
+    shop = await token(engine, "shop", "agents")
+    async with client(server, shop) as api:
+        no_graph = await api.post("/api/v1/runs", json={"graph": "nope", "input": {"message": "x"}})
+        bad_input = await api.post("/api/v1/runs", json={"graph": "refund", "input": {"msg": 1}})
+        bad_run = await api.get("/api/v1/runs/not-a-uuid")
+    assert no_graph.status_code == 404
+    assert bad_input.status_code == 422
+    assert bad_run.status_code == 404
+
+
+async def test_the_openapi_document_lists_error_responses(server: Server) -> None:
+    async with client(server, None) as api:
+        doc = (await api.get("/api/openapi.json")).json()
+    decision = doc["paths"]["/api/v1/pending/{request_id}/decision"]["post"]
+    assert {"200", "401", "403", "404", "409", "422"} <= set(decision["responses"])
+    assert "ErrorBody" in doc["components"]["schemas"]
+    # The pages are not part of the API document.
+    assert all(path.startswith("/api/v1/") for path in doc["paths"])

@@ -1,0 +1,249 @@
+"""The pages over real HTTP (no browser): sign-in, sessions, CSRF, who sees and decides what,
+and what the pages escape. The browser tests (test_browser.py) drive the same flows in
+chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+import httpx
+from itsdangerous import TimestampSigner, URLSafeTimedSerializer
+
+from tests.integration.helpers import scalar
+from tests.web.conftest import PASSWORD, Server, SignIn, add_user, csrf_of
+from web.engine import Engine
+from web.security import SESSION_COOKIE
+
+XSS = "<script>alert(1)</script> <img src=x onerror=alert(1)>"
+
+
+async def refund_request(engine: Engine, started_by: str = "local:shop") -> tuple[str, str]:
+    out = await engine.runner.start("refund", {"message": "refund 1001"}, principal=started_by)
+    return out.run_id, out.pending[0]
+
+
+async def wait_for(engine: Engine, run_id: str, status: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        run = await engine.runs.get(run_id)
+        if run is not None and run.status == status:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"run {run_id} never became {status}")
+
+
+async def test_sign_in_wrong_password_and_throttling(server: Server, engine: Engine) -> None:
+    await add_user(engine, "ann", "support")
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        assert c.get("/").status_code == 303  # not signed in: to the login page
+        assert c.get("/login").status_code == 200
+        wrong = [
+            c.post("/login", data={"username": "ann", "password": "nope"}).status_code
+            for _ in range(3)
+        ]
+        throttled = c.post("/login", data={"username": "ann", "password": PASSWORD})
+    assert wrong == [401, 401, 401]
+    assert throttled.status_code == 429
+    assert "Too many failed sign-ins" in throttled.text
+
+
+async def test_sessions_are_signed_and_bounded(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    c = sign_in("ann")
+    cookie = c.cookies[SESSION_COOKIE]
+    set_cookie = c.post("/login", data={"username": "ann", "password": PASSWORD}).headers[
+        "set-cookie"
+    ]
+    assert "HttpOnly" in set_cookie
+    assert "SameSite=lax" in set_cookie.replace("Lax", "lax")
+    assert "Max-Age=" in set_cookie
+    assert c.cookies[SESSION_COOKIE] != cookie  # a new session on every sign-in
+    assert c.get("/").status_code == 200
+    # Tampered: one character changed.
+    tampered = cookie[:-2] + ("A" if cookie[-2] != "A" else "B") + cookie[-1]
+    with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: tampered}) as t:
+        assert t.get("/").status_code == 303
+    # Forged with another key, claiming to be an operator.
+    forged = URLSafeTimedSerializer("another-key-" + "y" * 32, salt="approvals.session").dumps(
+        {
+            "sid": "x",
+            "p": {"id": "local:eve", "name": "eve", "via": "password", "groups": ["operators"]},
+        }
+    )
+    with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: forged}) as f:
+        assert f.get("/").status_code == 303
+
+
+async def test_an_expired_session_cookie_is_refused(server: Server) -> None:
+    signer = URLSafeTimedSerializer(server.settings.secret_key or "", salt="approvals.session")
+    value = signer.dumps(
+        {"sid": "x", "p": {"id": "local:ann", "name": "ann", "via": "password", "groups": []}}
+    )
+
+    # itsdangerous stamps the time at signing: sign with a timestamp beyond the lifetime.
+    class Past(TimestampSigner):
+        def get_timestamp(self) -> int:
+            return int(time.time()) - server.settings.session_ttl_seconds - 60
+
+    stale = URLSafeTimedSerializer(
+        server.settings.secret_key or "", salt="approvals.session", signer=Past
+    ).dumps({"sid": "x", "p": {"id": "local:ann", "name": "ann", "via": "password", "groups": []}})
+    with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: value}) as fresh:
+        assert fresh.get("/").status_code == 200
+    with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: stale}) as expired:
+        response = expired.get("/")
+    assert response.status_code == 303
+    assert response.headers["location"].startswith("/login")
+
+
+async def test_approve_from_the_inbox_and_the_run_completes(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    run_id, request_id = await refund_request(engine)
+    c = sign_in("ann")
+    inbox = c.get("/")
+    assert f"/requests/{request_id}" in inbox.text
+    page = c.get(f"/requests/{request_id}")
+    assert "issue_refund" in page.text
+    assert "customer request" in page.text
+    done = c.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(page.text)})
+    assert done.status_code == 303
+    await wait_for(engine, run_id, "completed")
+    after = c.get(f"/requests/{request_id}")
+    assert "approve" in after.text
+    assert "local:ann" in after.text
+    assert "completed" in after.text
+    assert f"/requests/{request_id}" in c.get("/history").text
+    assert await scalar(engine, "select count(*) from demo_side_effects") == 1
+
+
+async def test_forms_need_the_csrf_token_and_our_origin(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    _, request_id = await refund_request(engine)
+    c = sign_in("ann")
+    csrf = csrf_of(c.get(f"/requests/{request_id}").text)
+    missing = c.post(f"/requests/{request_id}/approve", data={})
+    wrong = c.post(f"/requests/{request_id}/approve", data={"csrf": csrf[:-3] + "abc"})
+    other_origin = c.post(
+        f"/requests/{request_id}/approve",
+        data={"csrf": csrf},
+        headers={"origin": "https://evil.example"},
+    )
+    # Another session's token does not fit this session.
+    d = sign_in("ann")
+    foreign = c.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(d.get("/").text)})
+    for response in (missing, wrong, other_origin, foreign):
+        assert response.status_code == 403, response.text
+    assert await scalar(engine, "select count(*) from decisions") == 0
+
+
+async def test_other_groups_see_404_and_the_starter_sees_403(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "fin", "finance")
+    await add_user(engine, "shop", "support")
+    _, request_id = await refund_request(engine, started_by="local:shop")
+    f = sign_in("fin")
+    assert request_id not in f.get("/").text
+    hidden = f.get(f"/requests/{request_id}")
+    forged = f.get("/requests/not-a-request")
+    assert hidden.status_code == forged.status_code == 404
+    csrf = csrf_of(f.get("/").text)
+    assert f.post(f"/requests/{request_id}/approve", data={"csrf": csrf}).status_code == 404
+    s = sign_in("shop")
+    page = s.get(f"/requests/{request_id}")
+    assert page.status_code == 200
+    assert "separation of duties" in page.text
+    refused = s.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(page.text)})
+    assert refused.status_code == 403
+    assert await scalar(engine, "select count(*) from decisions") == 0
+
+
+async def test_reject_needs_a_reason(server: Server, engine: Engine, sign_in: SignIn) -> None:
+    await add_user(engine, "ann", "support")
+    run_id, request_id = await refund_request(engine)
+    c = sign_in("ann")
+    csrf = csrf_of(c.get(f"/requests/{request_id}").text)
+    empty = c.post(f"/requests/{request_id}/reject", data={"csrf": csrf, "reason": "  "})
+    assert empty.status_code == 422
+    assert "A rejection needs a reason." in empty.text
+    done = c.post(f"/requests/{request_id}/reject", data={"csrf": csrf, "reason": "fraud"})
+    assert done.status_code == 303
+    await wait_for(engine, run_id, "completed")
+    assert "fraud" in c.get(f"/requests/{request_id}").text
+    assert await scalar(engine, "select count(*) from demo_side_effects") == 0
+
+
+async def test_edit_shows_errors_then_a_diff_then_approves(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    run_id, request_id = await refund_request(engine)
+    c = sign_in("ann")
+    csrf = csrf_of(c.get(f"/requests/{request_id}").text)
+    base = {"csrf": csrf, "arg.order_id": "1001", "arg.reason": "partial"}
+    bad = c.post(f"/requests/{request_id}/edit", data={**base, "arg.amount": "lots"})
+    assert bad.status_code == 422
+    assert "is not a valid number" in bad.text
+    too_big = c.post(
+        f"/requests/{request_id}/edit", data={**base, "arg.amount": "20000", "confirm": "1"}
+    )
+    assert too_big.status_code == 422
+    assert "greater than the maximum of 10000" in too_big.text
+    preview = c.post(f"/requests/{request_id}/edit", data={**base, "arg.amount": "12.5"})
+    assert preview.status_code == 200
+    assert re.search(r'<tr class="changed"><th>amount</th>', preview.text)
+    confirmed = c.post(
+        f"/requests/{request_id}/edit", data={**base, "arg.amount": "12.5", "confirm": "1"}
+    )
+    assert confirmed.status_code == 303
+    await wait_for(engine, run_id, "completed")
+    effects = await engine.effects.for_call(run_id, "refund-1001")
+    assert [e["args"]["amount"] for e in effects] == [12.5]
+
+
+async def test_shown_parameters_are_text_not_markup(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "cleo", "communications")
+    out = await engine.runner.start(
+        "email", {"message": f"Email bob@example.com about {XSS}"}, principal="local:shop"
+    )
+    assert out.status == "waiting", out
+    c = sign_in("cleo")
+    page = c.get(f"/requests/{out.pending[0]}")
+    assert "<script>alert(1)</script>" not in page.text
+    assert "<img src=x" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    csp = page.headers["content-security-policy"]
+    assert "default-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    assert "frame-ancestors 'none'" in csp
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert page.headers["referrer-policy"] == "no-referrer"
+
+
+async def test_logout_ends_the_session(server: Server, engine: Engine, sign_in: SignIn) -> None:
+    await add_user(engine, "ann", "support")
+    c = sign_in("ann")
+    out = c.post("/logout", data={"csrf": csrf_of(c.get("/").text)})
+    assert out.status_code == 303
+    assert c.get("/").status_code == 303
+
+
+async def test_open_redirects_are_refused(server: Server, engine: Engine) -> None:
+    await add_user(engine, "ann", "support")
+    with httpx.Client(base_url=server.url, timeout=30) as c:
+        response = c.post(
+            "/login",
+            data={"username": "ann", "password": PASSWORD, "next": "//evil.example/x"},
+        )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/"

@@ -1,0 +1,256 @@
+"""The JSON API under ``/api/v1``, for programmatic approvers and services (bearer tokens).
+
+Every error is ``{"error": {"code", "message"}}`` with a status that says what happened: 401
+without a valid token, 404 for a request or run the caller may not see (exactly as for one that
+does not exist, malformed ids included), 403 for one it may see but not decide, 409 when the
+request is no longer pending, 422 for invalid input. Bad input never answers 500.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from approvals.authz import ApproverRules
+from approvals.errors import (
+    InvalidRequestId,
+    InvalidRunId,
+    RunNotFound,
+)
+from approvals.model import ApprovalRequest, RequestStatus
+from approvals.principals import Principal
+from web.engine import Engine
+from web.errors import ERROR_RESPONSES, ApiError
+from web.runs import run_report, valid_run_id
+
+MAX_REASON = 2000
+
+
+class PendingCall(BaseModel):
+    """A pending call as an approver sees it: the shown parameters, never the run's state."""
+
+    id: str
+    run_id: str
+    call_id: str
+    tool: str
+    description: str | None
+    reason: str | None
+    args: dict[str, Any] | None
+    args_schema: dict[str, Any]
+    requested_by: str
+    status: str
+    created_at: datetime
+    expires_at: datetime
+    approvers: list[str]
+    allow_edit: bool
+    may_decide: bool
+
+
+class DecisionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "reject"]
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
+    args: dict[str, Any] | None = None
+
+
+class DecisionOut(BaseModel):
+    id: str
+    request_id: str
+    run_id: str
+    call_id: str
+    decision: Literal["approve", "reject", "edit"]
+    principal: str
+    reason: str | None
+    args: dict[str, Any] | None
+    args_identity: str | None
+    decided_at: datetime
+
+
+class RunIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    graph: str = Field(min_length=1, max_length=200)
+    input: dict[str, Any]
+    thread_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class RunOut(BaseModel):
+    run_id: str
+    thread_id: str
+    status: str
+    pending: list[str]
+    error: str | None
+    answer: str | None
+
+
+class RunRequest(BaseModel):
+    id: str
+    call_id: str
+    tool: str
+    status: str
+
+
+class RunExecution(BaseModel):
+    call_id: str
+    tool: str
+    status: str
+    error: str | None = None
+
+
+class RunInterception(BaseModel):
+    sequence: int
+    point: str
+    decision: str
+    reason: str | None
+    interceptor: str | None
+    mode: str
+    resolved_by: str | None
+    identity: str | None
+    session_id: str
+    at: datetime
+
+
+class RunReport(BaseModel):
+    run_id: str
+    thread_id: str
+    graph: str
+    status: str
+    started_by: str
+    error: str | None
+    answer: str | None
+    pending: list[str]
+    requests: list[RunRequest]
+    tool_executions: list[RunExecution]
+    interceptions: list[RunInterception]
+
+
+def pending_call(request: ApprovalRequest, may_decide: bool) -> PendingCall:
+    shown = request.shown
+    return PendingCall(
+        id=request.id,
+        run_id=request.run_id,
+        call_id=request.call_id,
+        tool=request.tool,
+        description=shown.get("description"),
+        reason=request.reason,
+        args=shown.get("args"),
+        args_schema=request.args_schema,
+        requested_by=request.requested_by,
+        status=request.status.value,
+        created_at=request.created_at,
+        expires_at=request.expires_at,
+        approvers=list(request.approvers),
+        allow_edit=request.allow_edit,
+        may_decide=may_decide,
+    )
+
+
+def engine_of(request: Request) -> Engine:
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def rules_of(request: Request) -> ApproverRules:
+    rules: ApproverRules = request.app.state.rules
+    return rules
+
+
+async def bearer(request: Request) -> Principal:
+    """The principal of the request's bearer token; 401 otherwise. Cookies do not count here."""
+    header = request.headers.get("authorization", "")
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise ApiError(401, "unauthenticated", "a bearer token is required")
+    principal = await engine_of(request).accounts.verify_token(secret.strip())
+    if principal is None:
+        raise ApiError(401, "unauthenticated", "the bearer token is not valid (or was revoked)")
+    return principal
+
+
+Caller = Annotated[Principal, Depends(bearer)]
+
+
+async def visible_request(
+    request: Request, request_id: str, principal: Principal
+) -> ApprovalRequest:
+    """The request, if ``principal`` may see it; 404 in every other case."""
+    engine, rules = engine_of(request), rules_of(request)
+    try:
+        found = await engine.requests.get(_request_id(request_id))
+    except InvalidRequestId:
+        found = None
+    if found is None or not rules.may_see(principal, found):
+        # Hidden, unknown and malformed ids get the same answer.
+        raise ApiError(404, "not_found", "no such request")
+    return found
+
+
+def _request_id(value: str) -> str:
+    from approvals.decisions import parse_request_id
+
+    return parse_request_id(value)
+
+
+def router() -> APIRouter:
+    api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
+
+    @api.get("/pending", response_model=list[PendingCall], summary="Pending calls you may see")
+    async def list_pending(request: Request, principal: Caller) -> list[PendingCall]:
+        engine, rules = engine_of(request), rules_of(request)
+        items = await engine.requests.search(RequestStatus.PENDING, 500)
+        return [
+            pending_call(r, rules.may_decide(principal, r))
+            for r in items
+            if rules.may_see(principal, r)
+        ]
+
+    @api.get("/pending/{request_id}", response_model=PendingCall, summary="One pending call")
+    async def get_pending(request: Request, request_id: str, principal: Caller) -> PendingCall:
+        found = await visible_request(request, request_id, principal)
+        return pending_call(found, rules_of(request).may_decide(principal, found))
+
+    @api.post(
+        "/pending/{request_id}/decision",
+        response_model=DecisionOut,
+        summary="Approve, reject, or approve edited arguments",
+    )
+    async def decide(
+        request: Request, request_id: str, body: DecisionIn, principal: Caller
+    ) -> DecisionOut:
+        found = await visible_request(request, request_id, principal)
+        rules_of(request).check_decide(principal, found)
+        decision = await engine_of(request).decide(
+            found.id, body.decision, principal=principal.id, reason=body.reason, args=body.args
+        )
+        return DecisionOut.model_validate(decision.to_json())
+
+    @api.post("/runs", response_model=RunOut, summary="Start a run as yourself")
+    async def start_run(request: Request, body: RunIn, principal: Caller) -> RunOut:
+        outcome = await engine_of(request).runner.start(
+            body.graph, body.input, principal=principal.id, thread_id=body.thread_id
+        )
+        return RunOut.model_validate(outcome.to_json())
+
+    @api.get("/runs/{run_id}", response_model=RunReport, summary="A run you may see")
+    async def get_run(request: Request, run_id: str, principal: Caller) -> RunReport:
+        engine, rules = engine_of(request), rules_of(request)
+        hidden = ApiError(404, "not_found", "no such run")
+        if not valid_run_id(run_id):
+            raise hidden
+        run = await engine.runs.get(run_id)
+        if run is None:
+            raise hidden
+        requests = await engine.requests.for_run(run_id)
+        if not rules.may_see_run(principal, run, requests):
+            raise hidden
+        try:
+            report = await run_report(engine, run_id)
+        except (InvalidRunId, RunNotFound) as exc:
+            raise ApiError.from_error(exc) from exc
+        return RunReport.model_validate(report)
+
+    return api
