@@ -42,6 +42,7 @@ from web.cli_accounts import tokens_app, users_app
 from web.cli_policy import policy_app
 from web.engine import Engine, open_engine
 from web.runs import run_report
+from web.serving import bind, demo_login, serve_forever, serving, url_of
 from web.settings import Settings, check_pool_size, load_settings
 
 T = TypeVar("T")
@@ -322,13 +323,46 @@ def worker_command(
         typer.echo(json.dumps({"resumed": done}))
 
 
+@app.command("serve")
+def serve_command(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0: any free port.")] = 8000,
+    with_worker: Annotated[
+        bool, typer.Option("--with-worker", help="Also resume decided runs in this process.")
+    ] = False,
+) -> None:
+    """Serve the approvers' web app (and the JSON API) until SIGTERM/SIGINT."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def serve() -> None:
+        settings = load_settings()
+        url, _ = database_url(settings)
+        await upgrade(url)
+        sock = bind(host, port)
+        if "public_url" not in settings.model_fields_set:
+            settings = settings.model_copy(update={"public_url": url_of(sock)})
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        async with serving(settings, sock, database_url=url, with_worker=with_worker) as server:
+            typer.echo(f"serving {settings.public_url} (API docs at /api/docs)")
+            await serve_forever(server, stop)
+
+    guarded(lambda: asyncio.run(serve()))
+
+
 @app.command("demo")
 def demo_command(
     message: Annotated[str, typer.Option(help="What to ask the refund agent.")] = (
         "Please refund order 1001"
     ),
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Web app port (taken: any free one).")
+    ] = 8000,
 ) -> None:
-    """Start a refund run that pauses for approval, then resume it when you decide."""
+    """Start a refund run that pauses for approval, serve the web app to decide it (or decide
+    from the CLI), and resume the run when it is decided."""
     logging.basicConfig(level=logging.WARNING)
 
     async def main(engine: Engine) -> dict[str, Any]:
@@ -337,7 +371,7 @@ def demo_command(
         )
         typer.echo(f"Started run {outcome.run_id} of the refund agent: {message!r}")
         if not outcome.pending:
-            return outcome.to_json()
+            return await run_report(engine, outcome.run_id)
         for request_id in outcome.pending:
             request = await engine.requests.get(request_id)
             assert request is not None
@@ -347,32 +381,39 @@ def demo_command(
             )
         first = await engine.requests.get(outcome.pending[0])
         assert first is not None
+        user, password = await demo_login(engine, engine.settings.data_dir)
+        sock = bind("127.0.0.1", port, fallback=True)
+        settings = engine.settings.model_copy(update={"public_url": url_of(sock)})
         prog = shlex.quote(sys.argv[0]) if sys.argv[0].endswith("approvals") else "approvals"
         decide = f"{prog} decide {first.id}"
         args = dict(first.shown.get("args") or {})
         if isinstance(args.get("amount"), int | float):
             args["amount"] = round(args["amount"] / 2, 2)
             args["reason"] = "partial refund"
-        typer.echo(
-            "\nDecide it from another terminal, in this directory:\n"
-            f"  {decide} approve --as demo:approver\n"
-            f"  {decide} reject --reason 'not eligible' --as demo:approver\n"
-            f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as demo:approver\n"
-            "\nA worker is running here and resumes the run as soon as you decide (Ctrl-C stops)."
-        )
         stop = asyncio.Event()
         _stop_on_signals(stop)
-        worker_task = asyncio.create_task(engine.worker.run(stop))
-        try:
-            while not stop.is_set():
-                run = await engine.runs.get(outcome.run_id)
-                if run is not None and run.status in (RunStatus.COMPLETED, RunStatus.FAILED):
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=0.5)
-        finally:
-            stop.set()
-            await worker_task
+        async with serving(settings, sock, engine=engine):
+            typer.echo(
+                f"\nDecide it in the web app: {settings.public_url}/requests/{first.id}\n"
+                f"  sign in as {user} with password {password}\n"
+                "\nor from another terminal, in this directory:\n"
+                f"  {decide} approve --as demo:approver\n"
+                f"  {decide} reject --reason 'not eligible' --as demo:approver\n"
+                f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as demo:approver\n"
+                "\nA worker is running here and resumes the run as soon as you decide"
+                " (Ctrl-C stops)."
+            )
+            worker_task = asyncio.create_task(engine.worker.run(stop))
+            try:
+                while not stop.is_set():
+                    run = await engine.runs.get(outcome.run_id)
+                    if run is not None and run.status not in (RunStatus.WAITING, RunStatus.RUNNING):
+                        break
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=0.5)
+            finally:
+                stop.set()
+                await worker_task
         return await run_report(engine, outcome.run_id)
 
     report = run_async(main, migrate=True)
