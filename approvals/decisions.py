@@ -19,7 +19,7 @@ from approvals.errors import (
     RequestNotFound,
 )
 from approvals.identity import call_identity
-from approvals.model import Decision, DecisionKind, Verdict
+from approvals.model import Decision, DecisionKind, Verdict, Vote
 from approvals.ports import ApprovalRequests, Decisions
 
 MAX_REASON_LENGTH = 2000
@@ -56,7 +56,7 @@ async def decide(
     principal: str,
     reason: str | None = None,
     args: dict[str, Any] | None = None,
-) -> Decision:
+) -> Decision | Vote:
     """Decide one pending call as ``principal``.
 
     Raises ``InvalidRequestId`` (malformed), ``RequestNotFound`` (unknown),

@@ -139,3 +139,11 @@ class NotAllowed(ApprovalsError):
         self.request_id = request_id
         self.why = why
         super().__init__(f"you may not decide request {request_id}: {why}")
+
+
+class AlreadyVoted(ApprovalsError):
+    """This principal already approved a request that needs more approvers."""
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        super().__init__(f"you already approved request {request_id}; it waits for other approvers")

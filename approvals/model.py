@@ -84,6 +84,8 @@ class ApprovalRequest:
     decided_at: datetime | None
     approvers: tuple[str, ...] = ()
     allow_edit: bool = True
+    #: How many distinct approvers must approve (any one rejection rejects).
+    quorum: int = 1
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ApprovalRequest:
@@ -106,6 +108,7 @@ class ApprovalRequest:
             decided_at=row["decided_at"],
             approvers=tuple(row.get("approvers") or ()),
             allow_edit=row.get("allow_edit", True),
+            quorum=row.get("quorum", 1),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -127,6 +130,7 @@ class ApprovalRequest:
             "decided_at": self.decided_at.isoformat() if self.decided_at else None,
             "approvers": list(self.approvers),
             "allow_edit": self.allow_edit,
+            "quorum": self.quorum,
         }
 
 
@@ -176,6 +180,25 @@ class Decision:
             "args": self.args,
             "args_identity": self.args_identity,
             "decided_at": self.decided_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Vote:
+    """An approval counted towards a request's quorum; the request is still pending."""
+
+    request_id: str
+    principal: str
+    approvals: int
+    quorum: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "decision": "vote",
+            "principal": self.principal,
+            "approvals": self.approvals,
+            "quorum": self.quorum,
         }
 
 

@@ -22,6 +22,7 @@ from approvals.model import (
     Run,
     RunStatus,
     ToolExecution,
+    Vote,
 )
 from approvals.principals import ApiToken, Principal
 
@@ -45,6 +46,8 @@ class NewRequest:
     approvers: tuple[str, ...] = ()
     #: Whether the approver may edit the arguments (a policy may forbid it).
     allow_edit: bool = True
+    #: Distinct approvals needed (a policy may ask for more than one).
+    quorum: int = 1
 
 
 class ApprovalRequests(Protocol):
@@ -70,9 +73,13 @@ class Decisions(Protocol):
         reason: str | None,
         args: dict[str, Any] | None,
         args_identity: str | None,
-    ) -> Decision:
+    ) -> Decision | Vote:
         """Consume a pending request in one transaction: the conditional update, the decision,
         the audit event and the resume job. Raises ``RequestNotFound`` or ``RequestNotPending``.
+
+        A request whose quorum is more than one is consumed by a rejection, or by the approval
+        that completes its quorum; an approval before that is a ``Vote`` (one per principal:
+        ``AlreadyVoted`` for a second one). Such a request cannot be edited (``InvalidDecision``).
         """
         ...
 

@@ -119,8 +119,8 @@ class StoredDecisionResolver:
 
 
 def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) -> NewRequest:
-    """The request as the escalating verdict shapes it: its reason, and the deadline and
-    approver groups a policy's approval block names."""
+    """The request as the escalating verdict shapes it: its reason, and the deadline, approver
+    groups, edit permission and quorum a policy's approval block names."""
     changes: dict[str, Any] = {}
     if reason is not None:
         changes["reason"] = reason
@@ -130,4 +130,9 @@ def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) ->
     approvers = approval.get("approvers")
     if isinstance(approvers, list) and all(isinstance(a, str) for a in approvers):
         changes["approvers"] = tuple(approvers)
+    if isinstance(approval.get("allow_edit"), bool):
+        changes["allow_edit"] = approval["allow_edit"] and new.allow_edit
+    quorum = approval.get("quorum")
+    if isinstance(quorum, int) and not isinstance(quorum, bool) and 1 <= quorum <= 20:
+        changes["quorum"] = quorum
     return dataclasses.replace(new, **changes) if changes else new

@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from approvals.errors import RequestNotFound, RequestNotPending
-from approvals.model import ApprovalRequest, Decision, DecisionKind, RequestStatus
+from approvals.errors import AlreadyVoted, InvalidDecision, RequestNotFound, RequestNotPending
+from approvals.model import ApprovalRequest, Decision, DecisionKind, RequestStatus, Vote
 from approvals.ports import NewRequest
 from storage.db import Database, json
 
@@ -49,6 +49,7 @@ class PgApprovalRequests:
             "expires_at": new.expires_at,
             "approvers": list(new.approvers),
             "allow_edit": new.allow_edit,
+            "quorum": new.quorum,
         }
         row = await self._db.one("open_request", params)
         if row is None:
@@ -75,6 +76,11 @@ class PgApprovalRequests:
         row = await self._db.one("request_decision", {"id": request_id})
         return request_id, Decision.from_row(row) if row else None
 
+    async def votes(self, request_id: str) -> list[str]:
+        """Who approved a request that waits for more approvers, in order."""
+        rows = await self._db.all("request_votes", {"id": request_id})
+        return [str(r["principal"]) for r in rows]
+
     async def version(self) -> str:
         """A mark that changes when a request is created or decided."""
         row = await self._db.one("requests_version", {})
@@ -100,24 +106,67 @@ class PgDecisions:
         reason: str | None,
         args: dict[str, Any] | None,
         args_identity: str | None,
-    ) -> Decision:
-        row = await self._db.one(
-            "decide",
-            {
-                "id": str(uuid.uuid4()),
-                "request_id": request_id,
-                "status": _STATUS_OF_KIND[kind].value,
-                "kind": kind.value,
-                "principal": principal,
-                "reason": reason,
-                "args": json(args) if args is not None else None,
-                "args_identity": args_identity,
-            },
-        )
+    ) -> Decision | Vote:
+        params = {
+            "id": str(uuid.uuid4()),
+            "request_id": request_id,
+            "status": _STATUS_OF_KIND[kind].value,
+            "kind": kind.value,
+            "principal": principal,
+            "reason": reason,
+            "args": json(args) if args is not None else None,
+            "args_identity": args_identity,
+            "quorum_met": False,
+        }
+        row = await self._db.one("decide", params)
         if row is not None:
             return Decision.from_row(row)
         state = await self._db.one("request_status", {"id": request_id})
         if state is None:
             raise RequestNotFound(request_id)
+        live = state["status"] == RequestStatus.PENDING and not state["expired"]
+        if live and state["quorum"] > 1 and kind is not DecisionKind.REJECT:
+            if kind is DecisionKind.EDIT:
+                raise InvalidDecision(
+                    request_id,
+                    f"this request needs {state['quorum']} approvers, so its arguments cannot "
+                    "be edited; approve or reject them as shown",
+                )
+            return await self._vote(params)
         expired = state["status"] == RequestStatus.PENDING and state["expired"]
         raise RequestNotPending(request_id, "expired" if expired else state["status"])
+
+    async def _vote(self, params: dict[str, Any]) -> Decision | Vote:
+        """An approval of a request with a quorum, under the request's row lock: counted once
+        per principal, and the one that completes the quorum consumes the request."""
+        request_id = params["request_id"]
+        async with self._db.transaction() as conn:
+            state = await self._db.one("lock_request", {"id": request_id}, conn)
+            if state is None:
+                raise RequestNotFound(request_id)
+            if state["status"] != RequestStatus.PENDING or state["expired"]:
+                status = "expired" if state["status"] == RequestStatus.PENDING else state["status"]
+                raise RequestNotPending(request_id, status)
+            counted = await self._db.one(
+                "vote",
+                {
+                    "request_id": request_id,
+                    "principal": params["principal"],
+                    "run_id": state["run_id"],
+                    "call_id": state["call_id"],
+                },
+                conn,
+            )
+            if counted is None:
+                raise AlreadyVoted(request_id)
+            approvals = int(counted["approvals"])
+            if approvals < state["quorum"]:
+                return Vote(
+                    request_id=request_id,
+                    principal=params["principal"],
+                    approvals=approvals,
+                    quorum=state["quorum"],
+                )
+            row = await self._db.one("decide", {**params, "quorum_met": True}, conn)
+            assert row is not None, "a locked, pending request was not consumed"
+            return Decision.from_row(row)

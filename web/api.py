@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from approvals.authz import ApproverRules
@@ -20,7 +21,7 @@ from approvals.errors import (
     InvalidRunId,
     RunNotFound,
 )
-from approvals.model import ApprovalRequest, RequestStatus
+from approvals.model import ApprovalRequest, RequestStatus, Vote
 from approvals.principals import Principal
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError
@@ -46,6 +47,7 @@ class PendingCall(BaseModel):
     expires_at: datetime
     approvers: list[str]
     allow_edit: bool
+    quorum: int
     may_decide: bool
 
 
@@ -68,6 +70,16 @@ class DecisionOut(BaseModel):
     args: dict[str, Any] | None
     args_identity: str | None
     decided_at: datetime
+
+
+class VoteOut(BaseModel):
+    """An approval counted towards the request's quorum; the request still waits."""
+
+    request_id: str
+    decision: Literal["vote"]
+    principal: str
+    approvals: int
+    quorum: int
 
 
 class RunIn(BaseModel):
@@ -145,6 +157,7 @@ def pending_call(request: ApprovalRequest, may_decide: bool) -> PendingCall:
         expires_at=request.expires_at,
         approvers=list(request.approvers),
         allow_edit=request.allow_edit,
+        quorum=request.quorum,
         may_decide=may_decide,
     )
 
@@ -217,16 +230,26 @@ def router() -> APIRouter:
         "/pending/{request_id}/decision",
         response_model=DecisionOut,
         summary="Approve, reject, or approve edited arguments",
+        responses={
+            202: {
+                "model": VoteOut,
+                "description": "Approval counted; the request waits for more approvers",
+            }
+        },
     )
     async def decide(
         request: Request, request_id: str, body: DecisionIn, principal: Caller
-    ) -> DecisionOut:
+    ) -> Response:
         found = await visible_request(request, request_id, principal)
         rules_of(request).check_decide(principal, found)
         decision = await engine_of(request).decide(
             found.id, body.decision, principal=principal.id, reason=body.reason, args=body.args
         )
-        return DecisionOut.model_validate(decision.to_json())
+        if isinstance(decision, Vote):
+            vote = VoteOut.model_validate(decision.to_json())
+            return JSONResponse(vote.model_dump(mode="json"), status_code=202)
+        out = DecisionOut.model_validate(decision.to_json())
+        return JSONResponse(out.model_dump(mode="json"))
 
     @api.post("/runs", response_model=RunOut, summary="Start a run as yourself")
     async def start_run(request: Request, body: RunIn, principal: Caller) -> RunOut:

@@ -23,6 +23,7 @@ import typer
 
 from approvals.errors import (
     AccountExists,
+    AlreadyVoted,
     ApprovalsError,
     EditedArgumentsInvalid,
     GraphNotFound,
@@ -68,7 +69,7 @@ EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
 
 
 def _exit_code(exc: ApprovalsError) -> int:
-    if isinstance(exc, RequestNotPending | ThreadBusy | AccountExists):
+    if isinstance(exc, RequestNotPending | ThreadBusy | AlreadyVoted | AccountExists):
         return EXIT_NOT_PENDING
     if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
         return EXIT_NOT_FOUND

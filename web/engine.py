@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from approvals.decisions import decide
-from approvals.model import Decision, Verdict
+from approvals.model import Decision, Verdict, Vote
 from graphs.deps import GraphDeps
 from graphs.registry import GraphRegistry
 from graphs.runner import Runner
@@ -51,7 +51,7 @@ class Engine:
         principal: str,
         reason: str | None = None,
         args: dict[str, Any] | None = None,
-    ) -> Decision:
+    ) -> Decision | Vote:
         """Decide a pending call as an already-authenticated ``principal``."""
         return await decide(
             self.requests,

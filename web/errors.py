@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from approvals.errors import (
     AccountExists,
+    AlreadyVoted,
     ApprovalsError,
     DatabaseUnavailable,
     EditedArgumentsInvalid,
@@ -51,6 +52,7 @@ _STATUS: list[tuple[type[ApprovalsError] | tuple[type[ApprovalsError], ...], int
     (GraphNotFound, 404, "graph_not_found"),
     (NotAllowed, 403, "forbidden"),
     (RequestNotPending, 409, "not_pending"),
+    (AlreadyVoted, 409, "already_voted"),
     (ThreadBusy, 409, "thread_busy"),
     (AccountExists, 409, "exists"),
     (EditedArgumentsInvalid, 422, "invalid_arguments"),

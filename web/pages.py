@@ -325,7 +325,7 @@ def router() -> APIRouter:
         check_form(request, session, form.get("csrf"))
         found = await _request(request, session.principal, request_id)
         _rules(request).check_decide(session.principal, found)
-        if not found.allow_edit:
+        if not found.allow_edit or found.quorum > 1:
             raise InvalidDecision(
                 found.id, "this request cannot be edited, only approved or rejected"
             )
@@ -426,6 +426,9 @@ async def _detail(
     decision = None
     if found.status is not RequestStatus.PENDING:
         _, decision = await engine.requests.decision_of(found.id)
+    votes = await engine.requests.votes(found.id) if found.quorum > 1 else []
+    if why_not is None and session.principal.id in votes:
+        why_not = "you already approved it; it waits for other approvers"
     return render(
         request,
         "detail.html",
@@ -437,6 +440,7 @@ async def _detail(
         run=run,
         execution=executions.get(found.call_id),
         decision=decision,
+        votes=votes,
         **extra,
     )
 

@@ -129,6 +129,7 @@ class Escalation:
     approvers: tuple[str, ...] = ()
     expires_in: timedelta | None = None
     allow_edit: bool = True
+    quorum: int = 1
 
 
 def escalation_of(verdict: Verdict) -> Escalation | None:
@@ -144,6 +145,7 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
     approvers = block.get("approvers")
     seconds = block.get("expires_in_seconds")
     allow_edit = block.get("allow_edit")
+    quorum = block.get("quorum")
     return Escalation(
         rule=rule if isinstance(rule, str) else (verdict.reason or ""),
         approvers=(
@@ -155,6 +157,7 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
             else None
         ),
         allow_edit=allow_edit if isinstance(allow_edit, bool) else True,
+        quorum=quorum if isinstance(quorum, int) and not isinstance(quorum, bool) else 1,
     )
 
 
@@ -166,6 +169,7 @@ def _approval_block(escalation: Escalation) -> dict[str, Any]:
             int(escalation.expires_in.total_seconds()) if escalation.expires_in else None
         ),
         "allow_edit": escalation.allow_edit,
+        "quorum": escalation.quorum,
     }
 
 
@@ -294,6 +298,7 @@ class Policy:
                 approvers=rule.approvers,
                 expires_in=rule.expires_in,
                 allow_edit=rule.allow_edit,
+                quorum=rule.quorum,
             )
             return Verdict(
                 decision=Decision.DENY,

@@ -44,10 +44,12 @@ RULE_FIELDS = (
     "approvers",
     "expires_in",
     "allow_edit",
+    "quorum",
     "mask",
     "set",
 )
-ESCALATE_FIELDS = ("approvers", "expires_in", "allow_edit")
+ESCALATE_FIELDS = ("approvers", "expires_in", "allow_edit", "quorum")
+MAX_QUORUM = 20
 TRANSFORM_FIELDS = ("mask", "set")
 MASK_FIELDS = ("pattern", "replacement")
 SET_FIELDS = ("path", "value")
@@ -232,6 +234,14 @@ def _rule(
     expires_in = None
     if "expires_in" in fields:
         expires_in = reader.duration(fields.value("expires_in"), f"{what}: expires_in")
+    quorum = 1
+    if "quorum" in fields:
+        quorum_node = fields.value("quorum")
+        quorum = reader.integer(quorum_node, f"{what}: quorum")
+        if not 1 <= quorum <= MAX_QUORUM:
+            raise reader.error(
+                quorum_node, f"{what}: quorum must be between 1 and {MAX_QUORUM}, not {quorum}"
+            )
     return Rule(
         id=rule_id,
         points=frozenset(points),
@@ -252,6 +262,7 @@ def _rule(
         allow_edit=reader.boolean(fields.value("allow_edit"), f"{what}: allow_edit")
         if "allow_edit" in fields
         else True,
+        quorum=quorum,
         mask=mask,
         set=change,
         line=int(node.start_mark.line) + 1,

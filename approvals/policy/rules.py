@@ -107,6 +107,8 @@ class Rule:
     approvers: tuple[str, ...] = ()
     expires_in: timedelta | None = None
     allow_edit: bool = True
+    #: Distinct approvers needed (escalate only); any one rejection rejects.
+    quorum: int = 1
     mask: Mask | None = None
     set: SetArgument | None = None
     line: int = 0
@@ -150,6 +152,7 @@ class Rule:
                 int(self.expires_in.total_seconds()) if self.expires_in else None
             )
             out["allow_edit"] = self.allow_edit
+            out["quorum"] = self.quorum
         if self.mask is not None:
             out["mask"] = {
                 "pattern": self.mask.pattern.pattern,

@@ -62,10 +62,10 @@ WITH superseded AS (
 ), created AS (
     INSERT INTO approval_requests
         (id, run_id, thread_id, call_id, tool, shown, args_schema, identity, reason,
-         state_version, requested_by, expires_at, approvers, allow_edit)
+         state_version, requested_by, expires_at, approvers, allow_edit, quorum)
     SELECT %(id)s, %(run_id)s, %(thread_id)s, %(call_id)s, %(tool)s, %(shown)s,
            %(args_schema)s, %(identity)s, %(reason)s, %(state_version)s, %(requested_by)s,
-           %(expires_at)s, %(approvers)s, %(allow_edit)s
+           %(expires_at)s, %(approvers)s, %(allow_edit)s, %(quorum)s
      WHERE NOT EXISTS (
            SELECT 1 FROM approval_requests
             WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
@@ -117,6 +117,9 @@ WITH consumed AS (
     UPDATE approval_requests
        SET status = %(status)s, decided_at = now()
      WHERE id = %(request_id)s AND status = 'pending' AND expires_at > now()
+       -- A request that needs several approvers is consumed by a rejection, or by the vote
+       -- that completes its quorum (PgDecisions checks that, under the request's row lock).
+       AND (quorum <= 1 OR %(kind)s = 'reject' OR %(quorum_met)s)
     RETURNING *
 ), decision AS (
     INSERT INTO decisions
@@ -142,7 +145,31 @@ WITH consumed AS (
 SELECT d.*, (SELECT count(*) FROM wake) AS woken FROM decision d;
 
 -- name: request_status
-SELECT status, expires_at <= now() AS expired FROM approval_requests WHERE id = %(id)s;
+SELECT status, expires_at <= now() AS expired, quorum FROM approval_requests WHERE id = %(id)s;
+
+-- name: lock_request
+SELECT status, expires_at <= now() AS expired, quorum, run_id, call_id
+  FROM approval_requests WHERE id = %(id)s FOR UPDATE;
+
+-- name: vote
+-- One approval towards a request's quorum (once per principal), with its audit entry; returns
+-- the approvals counted so far, or no row when this principal already voted.
+WITH voted AS (
+    INSERT INTO approval_votes (request_id, principal) VALUES (%(request_id)s, %(principal)s)
+    ON CONFLICT DO NOTHING
+    RETURNING request_id
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, request_id, call_id, principal, data)
+    SELECT 'request.voted', %(run_id)s, v.request_id, %(call_id)s, %(principal)s,
+           jsonb_build_object('approvals',
+               (SELECT count(*) FROM approval_votes WHERE request_id = %(request_id)s) + 1)
+      FROM voted v
+)
+SELECT (SELECT count(*) FROM approval_votes WHERE request_id = %(request_id)s) + 1 AS approvals
+  FROM voted;
+
+-- name: request_votes
+SELECT principal, at FROM approval_votes WHERE request_id = %(id)s ORDER BY at, principal;
 
 -- name: claim_job
 -- The oldest queued job nobody holds, with its run's graph; the caller's transaction holds the

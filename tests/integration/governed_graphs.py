@@ -9,6 +9,7 @@ from typing import Any
 
 from agent_hooks import CompositionConfig, Decision, EnforcementMode, Transform, Verdict
 
+from approvals.policy import parse_policy
 from graphs.deps import GraphDeps
 from graphs.examples import refund
 from graphs.governance import Governance
@@ -198,6 +199,24 @@ def evaluate_only(deps: GraphDeps) -> Any:
     return _with(deps, DenyEverything(), mode=EnforcementMode.EVALUATE_ONLY)
 
 
+QUORUM_POLICY = """
+policy: two-person-refunds
+default: allow
+rules:
+  - id: two-approvers
+    point: pre_tool_call
+    tool: issue_refund
+    action: escalate
+    approvers: [support]
+    quorum: 2
+    reason: refunds need two approvers
+"""
+
+
+def quorum(deps: GraphDeps) -> Any:
+    return _with(deps, parse_policy(QUORUM_POLICY, "quorum.yaml"))
+
+
 def strictest(deps: GraphDeps) -> Any:
     """parallel/strictest: one allow and one escalation of refunds; the escalation wins."""
     return _with(
@@ -224,5 +243,6 @@ GRAPHS = {
         "deny_input",
         "evaluate_only",
         "strictest",
+        "quorum",
     )
 }

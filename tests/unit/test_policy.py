@@ -266,6 +266,49 @@ def test_a_bad_duration_is_refused() -> None:
     assert "expires_in: expected a duration such as 30m, 2h or 1d" in error.reason
 
 
+def test_a_quorum_out_of_range_or_off_an_escalation_is_refused() -> None:
+    zero = refusal(
+        REFUND_HEAD
+        + """\
+  - id: big-refunds
+    point: pre_tool_call
+    action: escalate
+    quorum: 0
+"""
+    )
+    assert zero.line == 7
+    assert "quorum must be between 1 and 20, not 0" in zero.reason
+    on_deny = refusal(
+        REFUND_HEAD
+        + """\
+  - id: never
+    point: pre_tool_call
+    action: deny
+    quorum: 2
+"""
+    )
+    assert on_deny.line == 7
+    assert "'quorum' applies only to escalate rules" in on_deny.reason
+
+
+def test_a_quorum_reaches_the_approval_block() -> None:
+    loaded = policy(
+        REFUND_HEAD
+        + """\
+  - id: two-person
+    point: pre_tool_call
+    action: escalate
+    quorum: 2
+"""
+    )
+    verdict = loaded.intercept(pre_tool_call("issue_refund", {"amount": 5}))
+    assert verdict.approval is not None
+    assert verdict.approval["quorum"] == 2
+    escalation = escalation_of(verdict)
+    assert escalation is not None
+    assert escalation.quorum == 2
+
+
 def test_a_duplicate_rule_id_names_both_lines() -> None:
     error = refusal(
         REFUND_HEAD
@@ -421,6 +464,7 @@ def test_no_match_falls_to_the_default() -> None:
         "approvers": [],
         "expires_in_seconds": None,
         "allow_edit": True,
+        "quorum": 1,
     }
 
 
@@ -530,6 +574,7 @@ def test_escalation_carries_its_parameters_and_passes_the_core_verdict_gate() ->
         "approvers": ["finance", "risk"],
         "expires_in_seconds": 5400,
         "allow_edit": False,
+        "quorum": 1,
     }
     escalation = escalation_of(Verdict.from_wire(checked))
     assert escalation is not None
@@ -664,6 +709,7 @@ async def test_an_escalation_is_a_liftable_deny_the_approval_seam_can_lift() -> 
         "approvers": ["finance"],
         "expires_in_seconds": 7200,
         "allow_edit": True,
+        "quorum": 1,
     }
     escalation = escalation_of(seen[0].verdict)
     assert escalation is not None

@@ -1,0 +1,98 @@
+"""A request that needs two approvers: votes, one per principal, any rejection rejects, and the
+vote that completes the quorum consumes the request exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from approvals.errors import AlreadyVoted, InvalidDecision, RequestNotPending
+from approvals.model import Decision, Vote
+from tests.integration.governed_graphs import GRAPHS
+from tests.integration.helpers import scalar
+from web.engine import Engine, open_engine
+from web.settings import Settings
+
+
+@pytest.fixture
+async def governed(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
+    settings = Settings(
+        database_url=database_url, config_file=tmp_path / "none.toml", graphs=GRAPHS
+    )
+    async with open_engine(database_url, settings) as engine:
+        yield engine
+
+
+async def paused(engine: Engine) -> tuple[str, str]:
+    out = await engine.runner.start("quorum", {"message": "refund 1001"}, principal="local:shop")
+    assert out.status == "waiting", out
+    request = await engine.requests.get(out.pending[0])
+    assert request is not None
+    assert (request.quorum, request.approvers) == (2, ("support",))
+    return out.run_id, request.id
+
+
+async def test_two_distinct_approvals_consume_the_request(governed: Engine) -> None:
+    run_id, request_id = await paused(governed)
+    first = await governed.decide(request_id, "approve", principal="local:ann")
+    assert isinstance(first, Vote)
+    assert (first.approvals, first.quorum) == (1, 2)
+    with pytest.raises(AlreadyVoted):
+        await governed.decide(request_id, "approve", principal="local:ann")
+    assert await governed.requests.votes(request_id) == ["local:ann"]
+    assert await governed.worker.drain() == 0  # nothing to resume yet
+    second = await governed.decide(request_id, "approve", principal="local:bob")
+    assert isinstance(second, Decision)
+    assert second.principal == "local:bob"
+    with pytest.raises(RequestNotPending):
+        await governed.decide(request_id, "approve", principal="local:cy")
+    assert await governed.worker.drain() == 1
+    run = await governed.runs.get(run_id)
+    assert run is not None
+    assert run.status == "completed"
+    assert await scalar(governed, "select count(*) from demo_side_effects") == 1
+
+
+async def test_any_rejection_rejects(governed: Engine) -> None:
+    _, request_id = await paused(governed)
+    assert isinstance(await governed.decide(request_id, "approve", principal="local:ann"), Vote)
+    rejected = await governed.decide(request_id, "reject", principal="local:bob", reason="no")
+    assert isinstance(rejected, Decision)
+    assert rejected.kind == "reject"
+    with pytest.raises(RequestNotPending):
+        await governed.decide(request_id, "approve", principal="local:cy")
+
+
+async def test_a_request_with_a_quorum_cannot_be_edited(governed: Engine) -> None:
+    _, request_id = await paused(governed)
+    with pytest.raises(InvalidDecision, match="cannot be edited"):
+        await governed.decide(
+            request_id,
+            "approve",
+            principal="local:ann",
+            args={"order_id": "1001", "amount": 5.0, "reason": "less"},
+        )
+    assert await governed.requests.votes(request_id) == []
+
+
+async def test_racing_approvers_complete_the_quorum_once(governed: Engine) -> None:
+    _, request_id = await paused(governed)
+
+    async def approve(name: str) -> object:
+        try:
+            return await governed.decide(request_id, "approve", principal=f"local:{name}")
+        except RequestNotPending as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(approve(f"a{i}") for i in range(12)))
+    decisions = [o for o in outcomes if isinstance(o, Decision)]
+    votes = [o for o in outcomes if isinstance(o, Vote)]
+    refused = [o for o in outcomes if isinstance(o, RequestNotPending)]
+    assert (len(decisions), len(votes), len(refused)) == (1, 1, 10)
+    assert await scalar(governed, "select count(*) from decisions") == 1
+    assert await scalar(governed, "select count(*) from resume_queue") == 1
+    assert await governed.worker.drain() == 1
+    assert await scalar(governed, "select count(*) from demo_side_effects") == 1

@@ -1,0 +1,55 @@
+"""A request that needs two approvers, decided in the browser-facing pages."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from tests.integration.governed_graphs import GRAPHS
+from tests.integration.helpers import scalar
+from tests.web.conftest import Server, SignIn, add_user, csrf_of
+from web.engine import Engine
+from web.settings import Settings
+
+
+@pytest.fixture
+def web_settings(web_settings: Settings) -> Settings:
+    return web_settings.model_copy(update={"graphs": GRAPHS})
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The test's own engine knows the quorum graph too."""
+    return settings.model_copy(update={"graphs": GRAPHS})
+
+
+async def test_two_approvers_in_the_pages(server: Server, engine: Engine, sign_in: SignIn) -> None:
+    await add_user(engine, "ann", "support")
+    await add_user(engine, "bob", "support")
+    out = await engine.runner.start("quorum", {"message": "refund 1001"}, principal="local:shop")
+    request_id = out.pending[0]
+    ann, bob = sign_in("ann"), sign_in("bob")
+    page = ann.get(f"/requests/{request_id}")
+    assert "2 distinct approvers (0 so far)" in page.text
+    assert 'id="edit"' not in page.text  # a quorum request cannot be edited
+    assert (
+        ann.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(page.text)}).status_code
+        == 303
+    )
+    again = ann.get(f"/requests/{request_id}")
+    assert "2 distinct approvers (1 so far: local:ann)" in again.text
+    assert "you already approved it" in again.text
+    twice = ann.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(again.text)})
+    assert twice.status_code == 409
+    page_b = bob.get(f"/requests/{request_id}")
+    assert (
+        bob.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(page_b.text)}).status_code
+        == 303
+    )
+    deadline = time.monotonic() + 30
+    while (run := await engine.runs.get(out.run_id)) is None or run.status != "completed":
+        assert time.monotonic() < deadline, "the run never completed"
+        await asyncio.sleep(0.1)
+    assert await scalar(engine, "select count(*) from demo_side_effects") == 1
