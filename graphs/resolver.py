@@ -132,6 +132,10 @@ def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) ->
         changes["approvers"] = tuple(approvers)
     if isinstance(approval.get("allow_edit"), bool):
         changes["allow_edit"] = approval["allow_edit"] and new.allow_edit
+    rule = approval.get("rule")
+    if isinstance(rule, str) and rule:
+        # What escalated the call, shown to the approver beside the reason.
+        changes["shown"] = {**new.shown, "rule": rule}
     quorum = approval.get("quorum")
     if isinstance(quorum, int) and not isinstance(quorum, bool) and 1 <= quorum <= 20:
         changes["quorum"] = quorum

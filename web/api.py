@@ -8,6 +8,7 @@ request is no longer pending, 422 for invalid input. Bad input never answers 500
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -28,6 +29,7 @@ from web.errors import ERROR_RESPONSES, ApiError
 from web.runs import run_report, valid_run_id
 
 MAX_REASON = 2000
+log = logging.getLogger("approvals.web")
 
 
 class PendingCall(BaseModel):
@@ -197,6 +199,10 @@ async def visible_request(
     except InvalidRequestId:
         found = None
     if found is None or not rules.may_see(principal, found):
+        if found is not None:
+            log.warning(
+                "refused to show request %s to %s (not an approver)", found.id, principal.id
+            )
         # Hidden, unknown and malformed ids get the same answer.
         raise ApiError(404, "not_found", "no such request")
     return found

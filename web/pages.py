@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -36,6 +37,7 @@ from web.security import LoginThrottle, Session, Sessions, same_origin
 from web.settings import Settings
 
 HERE = Path(__file__).resolve().parent
+log = logging.getLogger("approvals.web")
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 
 
@@ -126,6 +128,10 @@ def _visible(
     request: Request, principal: Principal, found: ApprovalRequest | None
 ) -> ApprovalRequest:
     if found is None or not _rules(request).may_see(principal, found):
+        if found is not None:
+            log.warning(
+                "refused to show request %s to %s (not an approver)", found.id, principal.id
+            )
         raise RequestNotFound("")
     return found
 
