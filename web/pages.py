@@ -222,6 +222,17 @@ def parse_edit(
     return args, errors
 
 
+def typed(schema: dict[str, Any], form: dict[str, str], parsed: dict[str, Any]) -> dict[str, Any]:
+    """The values to show back in the edit form: parsed ones, else the raw text typed."""
+    values: dict[str, Any] = {}
+    for name in schema.get("properties") or {}:
+        if name in parsed:
+            values[name] = parsed[name]
+        elif f"arg.{name}" in form:
+            values[name] = form[f"arg.{name}"]
+    return values
+
+
 def diff(proposed: dict[str, Any], edited: dict[str, Any]) -> list[dict[str, Any]]:
     keys = list(dict.fromkeys([*proposed, *edited]))
     return [
@@ -237,6 +248,10 @@ def diff(proposed: dict[str, Any], edited: dict[str, Any]) -> list[dict[str, Any
 
 def router() -> APIRouter:
     pages = APIRouter(include_in_schema=False)
+
+    @pages.get("/favicon.ico")
+    async def favicon() -> Response:
+        return Response(status_code=204)
 
     @pages.get("/login")
     async def login_form(request: Request, next: str = "/") -> Response:
@@ -348,7 +363,8 @@ def router() -> APIRouter:
             session,
             422 if errors else 200,
             req=found,
-            fields=edit_fields(found.args_schema, {**proposed, **args} if errors else args),
+            # What the approver typed stays in the form, even where it did not parse.
+            fields=edit_fields(found.args_schema, typed(found.args_schema, form, args)),
             errors={e["path"]: e["message"] for e in errors},
             diff=diff(proposed, args),
             preview=not errors,

@@ -6,7 +6,7 @@
 - The CSRF token of a session is its id signed with another salt; every state-changing form
   carries it, and the request's ``Origin`` (or ``Referer``) must be the app's own.
 - Responses carry a Content-Security-Policy without ``unsafe-inline``, ``frame-ancestors
-  'none'``, ``nosniff`` and ``Referrer-Policy: no-referrer``.
+  'none'``, ``nosniff`` and ``Referrer-Policy: same-origin``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer browsers send "Origin: null" on our own
+    # form posts, which the origin check must refuse. Other sites still get nothing.
+    "referrer-policy": "same-origin",
     "cross-origin-opener-policy": "same-origin",
 }
 

@@ -192,6 +192,7 @@ async def test_edit_shows_errors_then_a_diff_then_approves(
     bad = c.post(f"/requests/{request_id}/edit", data={**base, "arg.amount": "lots"})
     assert bad.status_code == 422
     assert "is not a valid number" in bad.text
+    assert 'value="lots"' in bad.text  # what was typed stays in the field
     too_big = c.post(
         f"/requests/{request_id}/edit", data={**base, "arg.amount": "20000", "confirm": "1"}
     )
@@ -227,7 +228,7 @@ async def test_shown_parameters_are_text_not_markup(
     assert "unsafe-inline" not in csp
     assert "frame-ancestors 'none'" in csp
     assert page.headers["x-content-type-options"] == "nosniff"
-    assert page.headers["referrer-policy"] == "no-referrer"
+    assert page.headers["referrer-policy"] == "same-origin"
 
 
 async def test_logout_ends_the_session(server: Server, engine: Engine, sign_in: SignIn) -> None:
