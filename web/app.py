@@ -133,6 +133,11 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if request.url.path.startswith("/api/"):
+            if exc.status_code == 400:
+                # FastAPI's answer to a body it cannot decode (not UTF-8, say): invalid input,
+                # like any other body that is not JSON.
+                error = ApiError(422, "invalid_input", "the request body is not valid JSON")
+                return await api_error(request, error)
             code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
             return await api_error(request, ApiError(exc.status_code, code, str(exc.detail)))
         return await pages.status_page(request, exc.status_code, str(exc.detail))

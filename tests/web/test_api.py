@@ -214,3 +214,13 @@ async def test_the_openapi_document_lists_error_responses(server: Server) -> Non
     assert "ErrorBody" in doc["components"]["schemas"]
     # The pages are not part of the API document.
     assert all(path.startswith("/api/v1/") for path in doc["paths"])
+
+
+async def test_a_body_that_is_not_utf8_is_422(server: Server, engine: Engine) -> None:
+    shop = await token(engine, "shop", "agents")
+    async with client(server, shop) as api:
+        response = await api.post(
+            "/api/v1/runs", content=b"\xff", headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "invalid_input"
