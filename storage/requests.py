@@ -76,6 +76,24 @@ class PgApprovalRequests:
         row = await self._db.one("request_decision", {"id": request_id})
         return request_id, Decision.from_row(row) if row else None
 
+    async def decided(self, limit: int = 200) -> list[tuple[ApprovalRequest, dict[str, Any]]]:
+        """Decided (or expired, superseded) requests, newest first, each with who decided what
+        and the run's and the tool's status since."""
+        rows = await self._db.all("decided_requests", {"limit": limit})
+        return [
+            (
+                ApprovalRequest.from_row(row),
+                {
+                    "kind": row["decision_kind"],
+                    "principal": row["decision_principal"],
+                    "reason": row["decision_reason"],
+                    "run_status": row["run_status"],
+                    "execution_status": row["execution_status"],
+                },
+            )
+            for row in rows
+        ]
+
     async def votes(self, request_id: str) -> list[str]:
         """Who approved a request that waits for more approvers, in order."""
         rows = await self._db.all("request_votes", {"id": request_id})

@@ -305,12 +305,13 @@ def router() -> APIRouter:
     async def inbox(request: Request, session: SignedIn) -> Response:
         principal, rules = session.principal, _rules(request)
         pending = await _engine(request).requests.search(RequestStatus.PENDING, 500)
-        items = [
-            {"request": r, "may_decide": rules.may_decide(principal, r)}
-            for r in pending
-            if rules.may_see(principal, r)
+        # The inbox holds what this principal may decide; what it may only see (its own runs'
+        # calls, or everything for operators) is counted and listed apart.
+        items = [r for r in pending if rules.may_decide(principal, r)]
+        view_only = [
+            r for r in pending if rules.may_see(principal, r) and not rules.may_decide(principal, r)
         ]
-        return render(request, "inbox.html", session, items=items)
+        return render(request, "inbox.html", session, items=items, view_only=view_only)
 
     @pages.get("/requests/{request_id}")
     async def detail(request: Request, request_id: str, session: SignedIn) -> Response:
@@ -374,17 +375,11 @@ def router() -> APIRouter:
     @pages.get("/history")
     async def history(request: Request, session: SignedIn) -> Response:
         principal, rules = session.principal, _rules(request)
-        engine = _engine(request)
-        decided = [
-            r
-            for r in await engine.requests.search(None, 200)
-            if r.status is not RequestStatus.PENDING and rules.may_see(principal, r)
-        ]
-        rows = []
-        for r in decided[:100]:
-            run = await engine.runs.get(r.run_id)
-            executions = {e.call_id: e for e in await engine.ledger.for_run(r.run_id)}
-            rows.append({"request": r, "run": run, "execution": executions.get(r.call_id)})
+        rows = [
+            {"request": r, **outcome}
+            for r, outcome in await _engine(request).requests.decided(500)
+            if rules.may_see(principal, r)
+        ][:100]
         return render(request, "history.html", session, rows=rows)
 
     @pages.get("/events")

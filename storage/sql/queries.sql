@@ -102,6 +102,18 @@ SELECT * FROM approval_requests
 -- name: run_requests
 SELECT * FROM approval_requests WHERE run_id = %(run_id)s ORDER BY created_at, id;
 
+-- name: decided_requests
+-- Decided requests, newest decision first, with who decided what and what happened after.
+SELECT a.*, d.kind AS decision_kind, d.principal AS decision_principal,
+       d.reason AS decision_reason, r.status AS run_status, t.status AS execution_status
+  FROM approval_requests a
+  LEFT JOIN decisions d ON d.request_id = a.id
+  JOIN runs r ON r.id = a.run_id
+  LEFT JOIN tool_executions t ON t.run_id = a.run_id AND t.call_id = a.call_id
+ WHERE a.status <> 'pending'
+ ORDER BY a.decided_at DESC NULLS LAST, a.id
+ LIMIT %(limit)s;
+
 -- name: request_decision
 SELECT d.* FROM decisions d WHERE d.request_id = %(id)s;
 

@@ -118,7 +118,12 @@ async def test_approve_from_the_inbox_and_the_run_completes(
     assert "approve" in after.text
     assert "local:ann" in after.text
     assert "completed" in after.text
-    assert f"/requests/{request_id}" in c.get("/history").text
+    history = c.get("/history").text
+    assert f"/requests/{request_id}" in history
+    row = history[history.index(f"/requests/{request_id}") :]
+    assert "approve" in row
+    assert "local:ann" in row
+    assert "succeeded" in row  # what happened after: the tool ran
     assert await scalar(engine, "select count(*) from demo_side_effects") == 1
 
 
@@ -158,6 +163,11 @@ async def test_other_groups_see_404_and_the_starter_sees_403(
     csrf = csrf_of(f.get("/").text)
     assert f.post(f"/requests/{request_id}/approve", data={"csrf": csrf}).status_code == 404
     s = sign_in("shop")
+    inbox = s.get("/").text
+    # Not in the starter's inbox, only in what it may see but not decide.
+    assert "Nothing is waiting for you." in inbox
+    assert "You may see but not decide" in inbox
+    assert f"/requests/{request_id}" in inbox
     page = s.get(f"/requests/{request_id}")
     assert page.status_code == 200
     assert "separation of duties" in page.text
