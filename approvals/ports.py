@@ -102,6 +102,19 @@ class ToolLedger(Protocol):
         error: str | None = None,
     ) -> ToolExecution: ...
 
+    async def reconcile(
+        self,
+        *,
+        run_id: str,
+        call_id: str,
+        status: ExecutionStatus,
+        result: Any = None,
+        error: str | None = None,
+    ) -> ToolExecution:
+        """Record what an operator found about an ``outcome_unknown`` execution (succeeded or
+        failed); a row that is no longer ``outcome_unknown`` is returned unchanged."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Settlement:

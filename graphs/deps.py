@@ -25,6 +25,9 @@ class GraphDeps:
     #: Where a liftable deny gets its human answer; by default the decision stored for the
     #: request (recorded when first asked). Hosts with another approval path replace it.
     slots: Callable[[NewRequest], ApprovalSlot] | None = None
+    #: Who is asked whether a call whose outcome is unknown took effect.
+    reconcile_group: str = "operators"
+    reconcile_ttl: timedelta = timedelta(days=30)
 
     def slot(self, new: NewRequest) -> ApprovalSlot:
         if self.slots is not None:

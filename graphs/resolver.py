@@ -27,6 +27,22 @@ from approvals.model import Decision as StoredDecision
 from approvals.model import DecisionKind, RequestStatus
 from approvals.ports import ApprovalRequests, NewRequest
 
+
+def pause(request: StoredRequest) -> NoReturn:
+    """Interrupt the run until a human decides ``request``."""
+    payload = {
+        "request_id": request.id,
+        "call_id": request.call_id,
+        "tool": request.tool,
+        "identity": request.identity,
+        "expires_at": request.expires_at.isoformat(),
+    }
+    # interrupt() returns only when a resume value was already given to this task. The
+    # server's record is the truth, and it holds no decision for this request: pause again.
+    while True:
+        interrupt(payload)
+
+
 #: The reason of the transform an approver's edited arguments become.
 EDITED_BY_APPROVER = "edited_by_approver"
 
@@ -54,19 +70,8 @@ class StoredDecisionResolver:
 
     def suspend(self, context: dict[str, Any]) -> NoReturn:
         """Interrupt the run until a human decides this slot's request."""
-        request = self.request
-        assert request is not None
-        payload = {
-            "request_id": request.id,
-            "call_id": request.call_id,
-            "tool": request.tool,
-            "identity": request.identity,
-            "expires_at": request.expires_at.isoformat(),
-        }
-        # interrupt() returns only when a resume value was already given to this task. The
-        # server's record is the truth, and it holds no decision for this call: pause again.
-        while True:
-            interrupt(payload)
+        assert self.request is not None
+        pause(self.request)
 
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
         self.escalation = request.verdict

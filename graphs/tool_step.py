@@ -17,12 +17,12 @@ from langgraph.errors import GraphBubbleUp
 from pydantic import ValidationError
 
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import ExecutionStatus
+from approvals.model import DecisionKind, ExecutionStatus, RequestStatus
 from approvals.ports import NewRequest
 from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
 from graphs.governance import Session
-from graphs.resolver import EDITED_BY_APPROVER
+from graphs.resolver import EDITED_BY_APPROVER, pause
 from graphs.tools import GovernedTool, ToolCall
 
 
@@ -175,8 +175,79 @@ class ToolStep:
             if failed is not None:
                 return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
             identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
-        message = await self._execute_once(tool, parsed, args, identity, tool_call)
+        message = await self._execute_once(
+            tool, parsed, args, identity, tool_call, (thread_id, state_version)
+        )
         return await self._after(session, message, tool, call_id, args)
+
+    async def _reconcile(
+        self,
+        tool: GovernedTool,
+        args_json: dict[str, Any],
+        call: ToolCall,
+        where: tuple[str, str | None],
+    ) -> ToolMessage:
+        """A call whose outcome is unknown (its process died mid-call) is never run again: an
+        operator says whether it took effect, and the run goes on with that answer."""
+        run_id, call_id = call.run_id, call.call_id
+        thread_id, state_version = where
+        kind = f"@reconcile:{tool.name}"
+        new = NewRequest(
+            run_id=run_id,
+            thread_id=thread_id,
+            call_id=call_id,
+            tool=kind,
+            shown={
+                "tool": tool.name,
+                "description": (
+                    f"{tool.name} started but its outcome was never recorded: the process "
+                    "running it stopped. It will not be run again. Did it take effect? "
+                    "Approve: it did. Reject: it did not."
+                ),
+                "args": args_json,
+            },
+            args_schema={},
+            identity=call_identity(run_id=run_id, call_id=call_id, tool=kind, args=args_json),
+            reason="outcome unknown: say whether the call took effect",
+            requested_by=call.principal,
+            expires_at=datetime.now(UTC) + self._deps.reconcile_ttl,
+            state_version=state_version,
+            approvers=(self._deps.reconcile_group,),
+            allow_edit=False,
+        )
+        request, decision = await self._deps.requests.open(new)
+        ledger = self._deps.ledger
+        if decision is None:
+            if request.status is RequestStatus.PENDING:
+                pause(request)
+            return _error(
+                call_id,
+                tool.name,
+                {
+                    "code": "outcome_unknown",
+                    "message": "the call started earlier and its outcome was never recorded; "
+                    "nobody reconciled it in time",
+                },
+            )
+        if decision.kind is DecisionKind.REJECT:
+            note = f"it did not take effect (reconciled by {decision.principal}"
+            note += f": {decision.reason})" if decision.reason else ")"
+            row = await ledger.reconcile(
+                run_id=run_id, call_id=call_id, status=ExecutionStatus.FAILED, error=note
+            )
+            return _error(call_id, tool.name, {"code": "not_executed", "message": row.error})
+        result = {
+            "reconciled": "took effect",
+            "by": decision.principal,
+            "note": decision.reason,
+            "args": args_json,
+        }
+        row = await ledger.reconcile(
+            run_id=run_id, call_id=call_id, status=ExecutionStatus.SUCCEEDED, result=result
+        )
+        return ToolMessage(
+            content=json.dumps(row.result, sort_keys=True), tool_call_id=call_id, name=tool.name
+        )
 
     async def _after(
         self,
@@ -229,9 +300,11 @@ class ToolStep:
         args_json: dict[str, Any],
         args_identity: str,
         call: ToolCall,
+        where: tuple[str, str | None],
     ) -> ToolMessage:
         """Run the tool at most once for ``call``, with ``args_json`` (identity
-        ``args_identity``), as recorded by the ledger."""
+        ``args_identity``), as recorded by the ledger. ``where``: the thread and the state
+        version the step runs from."""
         ledger = self._deps.ledger
         run_id, call_id, key = call.run_id, call.call_id, call.idempotency_key
         owned, row = await ledger.begin(
@@ -258,15 +331,7 @@ class ToolStep:
                 )
             if row.status is ExecutionStatus.FAILED:
                 return _error(call_id, tool.name, {"code": "tool_failed", "message": row.error})
-            return _error(
-                call_id,
-                tool.name,
-                {
-                    "code": "outcome_unknown",
-                    "message": "the call started earlier and its outcome was never recorded; "
-                    "it is not retried until an operator reconciles it",
-                },
-            )
+            return await self._reconcile(tool, args_json, call, where)
         try:
             result = await tool.fn(parsed, call)
             json.dumps(result)

@@ -131,6 +131,32 @@ class PgToolLedger:
         assert row is not None
         return ToolExecution.from_row(row)
 
+    async def reconcile(
+        self,
+        *,
+        run_id: str,
+        call_id: str,
+        status: ExecutionStatus,
+        result: Any = None,
+        error: str | None = None,
+    ) -> ToolExecution:
+        row = await self._db.one(
+            "reconcile_execution",
+            {
+                "run_id": run_id,
+                "call_id": call_id,
+                "status": status.value,
+                "result": json(result),
+                "error": error,
+            },
+        )
+        assert row is not None
+        return ToolExecution.from_row(row)
+
+    async def unknown_outcomes(self) -> list[Row]:
+        """Executions whose outcome is unknown, with their pending reconciliation request."""
+        return await self._db.all("unknown_outcomes", {})
+
     async def for_run(self, run_id: str) -> list[ToolExecution]:
         rows = await self._db.all("run_executions", {"run_id": run_id})
         return [ToolExecution.from_row(r) for r in rows]

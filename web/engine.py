@@ -90,6 +90,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             ledger=ledger,
             effects=effects,
             request_ttl=timedelta(seconds=settings.request_ttl_seconds),
+            reconcile_group=settings.operator_group,
         )
         registry = GraphRegistry(deps, settings.graph_entries())
         runner = Runner(

@@ -73,6 +73,9 @@ def refund_script(messages: list[BaseMessage]) -> AIMessage:
         if "error" in outcome:
             error = outcome["error"]
             lines.append(f"Refund not issued ({error.get('code')}): {error.get('message')}")
+        elif "reconciled" in outcome:
+            order = outcome.get("args", {}).get("order_id", "?")
+            lines.append(f"The refund on order {order} went through (confirmed by an operator).")
         else:
             lines.append(f"Refunded {outcome['amount']:.2f} on order {outcome['order_id']}.")
     return AIMessage(content=" ".join(lines))

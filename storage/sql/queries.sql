@@ -272,6 +272,34 @@ UNION ALL
 SELECT * FROM tool_executions
  WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND NOT EXISTS (SELECT 1 FROM finished);
 
+-- name: reconcile_execution
+-- What an operator found about an execution whose outcome was unknown.
+WITH reconciled AS (
+    UPDATE tool_executions
+       SET status = %(status)s, result = %(result)s, error = %(error)s, finished_at = now()
+     WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'outcome_unknown'
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, call_id, data)
+    SELECT 'tool.reconciled', r.run_id, r.call_id,
+           jsonb_build_object('status', r.status, 'error', r.error)
+      FROM reconciled r
+)
+SELECT * FROM reconciled
+UNION ALL
+SELECT * FROM tool_executions
+ WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND NOT EXISTS (SELECT 1 FROM reconciled);
+
+-- name: unknown_outcomes
+-- Executions whose outcome is unknown, with the reconciliation request waiting for an operator.
+SELECT t.run_id, t.call_id, t.tool, t.started_at, a.id AS request_id
+  FROM tool_executions t
+  LEFT JOIN approval_requests a
+    ON a.run_id = t.run_id AND a.call_id = t.call_id AND a.status = 'pending'
+   AND a.tool LIKE '@reconcile:%%'
+ WHERE t.status = 'outcome_unknown'
+ ORDER BY t.started_at;
+
 -- name: run_executions
 SELECT * FROM tool_executions WHERE run_id = %(run_id)s ORDER BY id;
 

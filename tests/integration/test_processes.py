@@ -85,7 +85,7 @@ async def test_a_worker_killed_after_claiming_loses_nothing(
     assert finished.status == "completed"
 
 
-async def test_a_worker_killed_during_the_tool_leaves_outcome_unknown_and_no_rerun(
+async def test_a_worker_killed_during_the_tool_is_reconciled_never_rerun(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await start_refund(engine)
@@ -104,12 +104,24 @@ async def test_a_worker_killed_during_the_tool_leaves_outcome_unknown_and_no_rer
     executions = {e.call_id: e.status for e in await engine.ledger.for_run(run.run_id)}
     assert executions["refund-1001"] is ExecutionStatus.OUTCOME_UNKNOWN
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
-    finished = await engine.runs.get(run.run_id)
-    assert finished is not None
-    assert finished.status == "completed"
     report = await cli(cli_env, "runs", "show", run.run_id, "--json")
     shown = {e["call_id"]: e["status"] for e in report.json()["tool_executions"]}
     assert shown["refund-1001"] == "outcome_unknown"
+    # The run waits for an operator; the refund did go out, so they say so.
+    assert report.json()["status"] == "waiting"
+    [reconcile] = report.json()["pending"]
+    listed = (await cli(cli_env, "outcomes", "list", "--json")).json()
+    assert [(o["call_id"], o["request_id"]) for o in listed] == [("refund-1001", reconcile)]
+    decided = await cli(cli_env, "decide", reconcile, "approve", "--as", "olga")
+    assert decided.code == 0, decided.stderr
+    assert (await cli(cli_env, "worker", "--drain")).json() == {"resumed": 1}
+    executions = {e.call_id: e.status for e in await engine.ledger.for_run(run.run_id)}
+    assert executions["refund-1001"] is ExecutionStatus.SUCCEEDED
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1  # never run again
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed"
+    assert (await cli(cli_env, "outcomes", "list", "--json")).json() == []
 
 
 async def test_a_running_worker_wakes_on_a_decision(

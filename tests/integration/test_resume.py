@@ -163,9 +163,29 @@ async def test_a_started_execution_that_never_finished_is_not_run_again(engine: 
     executions = {e.call_id: e for e in await engine.ledger.for_run(run.run_id)}
     assert executions["refund-1001"].status is ExecutionStatus.OUTCOME_UNKNOWN
     assert await side_effects(engine, run.run_id, "refund-1001") == []
+    # The run waits for an operator to say whether the call took effect.
+    waiting = await engine.runs.get(run.run_id)
+    assert waiting is not None
+    assert waiting.status == "waiting"
+    [reconcile] = [
+        r
+        for r in await engine.requests.for_run(run.run_id)
+        if r.status == "pending" and r.tool == "@reconcile:issue_refund"
+    ]
+    assert reconcile.approvers == ("operators",)
+    assert reconcile.allow_edit is False
+    assert reconcile.shown["args"]["order_id"] == "1001"
+    await engine.decide(reconcile.id, "reject", principal="olga", reason="no refund in the bank")
+    await engine.worker.drain()
+    executions = {e.call_id: e for e in await engine.ledger.for_run(run.run_id)}
+    assert executions["refund-1001"].status is ExecutionStatus.FAILED
+    assert "it did not take effect (reconciled by olga" in (executions["refund-1001"].error or "")
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
     done = await engine.runs.get(run.run_id)
     assert done is not None
     assert done.status == "completed"
+    assert done.answer is not None
+    assert "not_executed" in done.answer
 
 
 async def test_email_agent_sends_only_after_approval(engine: Engine) -> None:
