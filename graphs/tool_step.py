@@ -21,6 +21,7 @@ from approvals.model import DecisionKind, ExecutionStatus, RequestStatus
 from approvals.ports import NewRequest
 from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
+from graphs.faults import pause_at
 from graphs.governance import Session
 from graphs.resolver import EDITED_BY_APPROVER, pause
 from graphs.tools import GovernedTool, ToolCall
@@ -354,6 +355,7 @@ class ToolStep:
             result=result,
             error=problem,
         )
+        await pause_at("AFTER_TOOL")
         if problem is not None:
             return _error(
                 call_id,
