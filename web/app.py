@@ -38,6 +38,12 @@ log = logging.getLogger("approvals.web")
 HERE = Path(__file__).resolve().parent
 
 
+async def _work(engine: Engine, stop: asyncio.Event) -> None:
+    """The in-process worker: resume decided runs, and notify approvers of waiting and
+    escalated requests."""
+    await asyncio.gather(engine.worker.run(stop), engine.notifier.run(stop))
+
+
 def create_app(
     settings: Settings,
     *,
@@ -64,7 +70,7 @@ def create_app(
             worker_task: asyncio.Task[None] | None = None
             stop = asyncio.Event()
             if with_worker:
-                worker_task = asyncio.create_task(app.state.engine.worker.run(stop))
+                worker_task = asyncio.create_task(_work(app.state.engine, stop))
             try:
                 yield
             finally:

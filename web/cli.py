@@ -317,7 +317,7 @@ def worker_command(
             return await worker.drain()
         stop = asyncio.Event()
         _stop_on_signals(stop)
-        await worker.run(stop)
+        await asyncio.gather(worker.run(stop), engine.notifier.run(stop))
         return 0
 
     update = {"worker_concurrency": concurrency} if concurrency is not None else None

@@ -18,9 +18,11 @@ from storage.accounts import PgAccounts
 from storage.audit import PgAuditLog
 from storage.checkpoints import PgPendingInterrupts, make_saver
 from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
+from storage.notifications import PgNotifications
 from storage.queue import PgResumeQueue
 from storage.requests import PgApprovalRequests, PgDecisions
 from storage.runs import PgRuns, PgSideEffects, PgToolLedger
+from web.notify import Notifier
 from web.settings import Settings
 
 
@@ -42,6 +44,8 @@ class Engine:
     runner: Runner
     worker: Worker
     accounts: PgAccounts
+    #: Tells people when calls wait or are escalated; run by the worker processes.
+    notifier: Notifier
 
     async def decide(
         self,
@@ -115,6 +119,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             runner=runner,
             worker=worker,
             accounts=PgAccounts(db),
+            notifier=Notifier.from_settings(PgNotifications(db), settings),
         )
     finally:
         if queue is not None:

@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from approvals.errors import ConfigurationError
+
+
+class WebhookTarget(BaseModel):
+    """A webhook notifications are posted to, and the secret its bodies are signed with."""
+
+    url: str = Field(pattern=r"^https?://")
+    secret: SecretStr = Field(min_length=16)
+    #: How its deliveries are named in the log (default: its host and a digest of its URL).
+    name: str | None = Field(default=None, min_length=1, max_length=100)
 
 
 class Settings(BaseSettings):
@@ -47,6 +64,44 @@ class Settings(BaseSettings):
     oidc_client_secret: str | None = None
     oidc_groups_claim: str = "groups"
     oidc_scopes: str = "openid profile email"
+
+    # ---- notifications (docs/notifications.md); nothing configured: nothing is sent -----
+    #: Webhooks told when a call starts waiting or is escalated: a JSON list of
+    #: ``{"url": ..., "secret": ..., "name": ...}`` (name optional). Bodies are signed with
+    #: HMAC-SHA256 under the secret.
+    notify_webhooks: list[WebhookTarget] = Field(default_factory=list)
+    #: A Slack-compatible incoming-webhook URL (itself a secret: whoever has it may post).
+    notify_slack_webhook: SecretStr | None = None
+    #: E-mail over SMTP: sent when the host and at least one recipient are set.
+    notify_smtp_host: str | None = None
+    notify_smtp_port: int = Field(default=25, ge=1, le=65535)
+    notify_smtp_from: str = "approvals@localhost"
+    #: Recipients (a JSON list or comma-separated) of requests whose approver groups have no
+    #: addresses of their own in ``notify_smtp_group_to`` (``{"finance": ["f@example.com"]}``).
+    notify_smtp_to: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    notify_smtp_group_to: dict[str, list[str]] = Field(default_factory=dict)
+    notify_smtp_starttls: bool = False
+    notify_smtp_user: str | None = None
+    notify_smtp_password: SecretStr | None = None
+    #: Per attempt: connect, send and wait for the answer.
+    notify_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    #: Attempts per notification before it is given up (logged as failed).
+    notify_max_attempts: int = Field(default=6, ge=1, le=50)
+    #: Wait before the second attempt; it doubles with each attempt, up to the maximum.
+    notify_backoff_seconds: float = Field(default=10.0, gt=0)
+    notify_backoff_max_seconds: float = Field(default=3600.0, gt=0)
+    #: How often the notifier looks for pending requests and due retries.
+    notify_poll_seconds: float = Field(default=2.0, gt=0, le=3600)
+
+    @field_validator("notify_smtp_to", mode="before")
+    @classmethod
+    def _addresses(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [a.strip() for a in text.split(",") if a.strip()]
+        return value
 
     @property
     def oidc_enabled(self) -> bool:
