@@ -1,9 +1,60 @@
-"""Reading the audit log. Its entries are written by the statements that make the changes they
-record (see ``sql/queries.sql``), never on their own."""
+"""The decision log: reading, verifying and exporting it.
+
+Its entries are written by the statements that make the changes they record (see
+``sql/queries.sql``), never on their own; the database chains each one to the one before it
+and refuses to change or delete any (migration 0005). Walking the chain streams it through a
+server-side cursor, so a log of any size is verified in constant memory.
+"""
 
 from __future__ import annotations
 
-from storage.db import Database, Row
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from approvals.audit import ChainedEvent, ChainHead, ChainVerifier, Finding
+from storage.db import Connection, Database, Row, sql, translated_errors
+
+BATCH = 2000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuditFilter:
+    """What the operators' view narrows the log to; ``None`` is no filter."""
+
+    run_id: str | None = None
+    tool: str | None = None
+    principal: str | None = None
+    decision: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "tool": self.tool,
+            "principal": self.principal,
+            "decision": self.decision,
+            "since": self.since,
+            "until": self.until,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verification:
+    """The outcome of walking the chain: how many events held, the hash they end on, and
+    the first that did not (if any)."""
+
+    events: int
+    last_id: int
+    head: str
+    finding: Finding | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.finding is None
 
 
 class PgAuditLog:
@@ -17,3 +68,65 @@ class PgAuditLog:
     async def interceptions(self, run_id: str) -> list[Row]:
         """The run's interception records (payload-free), in sequence order."""
         return await self._db.all("run_interceptions", {"run_id": run_id})
+
+    async def timeline_interceptions(self, run_id: str) -> list[Row]:
+        """The run's interception records with when each happened (``happened``, the
+        record's own timestamp) and when it was stored (``at``)."""
+        return await self._db.all("audit_run_interceptions", {"run_id": run_id})
+
+    async def resume_started(self, job_id: int) -> None:
+        """Log that a worker began resuming a claimed job (on a connection of its own)."""
+        await self._db.run("audit_resume_started", {"job": job_id})
+
+    async def search(
+        self, filters: AuditFilter, *, before: int | None = None, limit: int = 50
+    ) -> list[Row]:
+        """One page of events matching ``filters``, newest first, older than ``before``."""
+        params = filters.params() | {"before": before, "limit": limit}
+        return await self._db.all("audit_search", params)
+
+    async def verify(self) -> Verification:
+        """Walk the chain up to its head in one snapshot and recompute every link."""
+        async with self._snapshot() as conn:
+            row = await (await conn.execute(sql("audit_head"))).fetchone()
+            if row is None:
+                raise RuntimeError("the decision log has no chain head; run `approvals db upgrade`")
+            head = ChainHead(
+                last_id=row["last_id"], hash=row["hash"], legacy_until=row["legacy_until"]
+            )
+            verifier = ChainVerifier(head)
+            async for event in _stream(conn, "audit_chain", {}):
+                if verifier.feed(ChainedEvent.from_row(event)) is not None:
+                    break
+            finding = verifier.finish()
+        return Verification(
+            events=verifier.count,
+            last_id=verifier.last_id,
+            head=verifier.head_hash,
+            finding=finding,
+        )
+
+    async def export(
+        self, *, since: datetime | None = None, run_id: str | None = None
+    ) -> AsyncIterator[Row]:
+        """Every event (from ``since``, of ``run_id``), oldest first, streamed."""
+        async with self._snapshot() as conn:
+            async for row in _stream(conn, "audit_export", {"since": since, "run_id": run_id}):
+                yield row
+
+    @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[Connection]:
+        """A read-only, repeatable-read transaction on a connection of its own: the head and
+        the events it covers are read as of one moment, while writers go on."""
+        with translated_errors():
+            async with self._db.pool.connection() as conn, conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield conn
+
+
+async def _stream(conn: Connection, name: str, params: dict[str, Any]) -> AsyncIterator[Row]:
+    async with conn.cursor(name=f"approvals_{name}") as cursor:
+        cursor.itersize = BATCH
+        await cursor.execute(sql(name), params)
+        async for row in cursor:
+            yield row

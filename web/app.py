@@ -27,7 +27,7 @@ from approvals.authz import ApproverRules
 from approvals.errors import ApprovalsError
 from approvals.principals import Principal
 from storage.migrate import upgrade
-from web import api, pages
+from web import api, audit_pages, pages
 from web.engine import Engine, open_engine
 from web.errors import ApiError, status_of
 from web.oidc import CALLBACK_PATH, OidcLogin
@@ -158,6 +158,7 @@ def create_app(
 
     app.include_router(api.router())
     app.include_router(pages.router())
+    app.include_router(audit_pages.router())
     if settings.oidc_issuer and settings.oidc_client_id and settings.oidc_client_secret:
 
         async def oidc_signed_in(request: Request, principal: Principal) -> Response:

@@ -40,6 +40,7 @@ from approvals.errors import (
 from approvals.model import RequestStatus, RunStatus
 from storage.migrate import upgrade
 from web.cli_accounts import tokens_app, users_app
+from web.cli_audit import audit_app
 from web.cli_outcomes import outcomes_app
 from web.cli_policy import policy_app
 from web.engine import Engine, open_engine
@@ -65,6 +66,7 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(policy_app, name="policy")
 app.add_typer(users_app, name="users")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(audit_app, name="audit")
 app.add_typer(outcomes_app, name="outcomes")
 
 EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4

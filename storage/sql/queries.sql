@@ -31,7 +31,8 @@ SELECT run.*, pg_advisory_lock(hashtextextended(run.thread_id, 7277))::text AS l
 SELECT * FROM runs WHERE id = %(id)s;
 
 -- name: settle_run_and_unlock
--- Settle a run and release the thread lock this session took for it.
+-- Settle a run and release the thread lock this session took for it, with the audit events of
+-- the step (its policy denials and transforms, payload-free) and of the run's new status.
 WITH recorded AS (
     INSERT INTO interception_records
         (run_id, session_id, sequence, point, decision, reason, interceptor, mode,
@@ -42,9 +43,38 @@ WITH recorded AS (
            session_id text, sequence bigint, point text, decision text, reason text,
            interceptor text, mode text, input_identity text, enforced_identity text,
            resolved_by text, record jsonb)
+), settled AS (
+    SELECT approvals_settle_run(%(run_id)s, %(status)s, %(error)s, %(answer)s,
+                                %(request_ids)s::uuid[], %(interrupt_ids)s::text[]) AS s
+), audit AS (
+    INSERT INTO audit_events
+        (kind, run_id, request_id, call_id, tool, state_version, principal, data)
+    SELECT e.kind, e.run_id, e.request_id, e.call_id, e.tool, e.state_version, e.principal,
+           e.data
+      FROM (
+        SELECT 1 AS part, x.sequence AS position, 'policy.' || x.decision AS kind,
+               %(run_id)s::uuid AS run_id, NULL::uuid AS request_id, NULL::text AS call_id,
+               NULL::text AS tool, NULL::text AS state_version, NULL::text AS principal,
+               jsonb_build_object('point', x.point, 'reason', x.reason,
+                                  'interceptor', x.interceptor, 'mode', x.mode,
+                                  'sequence', x.sequence, 'session_id', x.session_id,
+                                  'input_identity', x.input_identity,
+                                  'enforced_identity', x.enforced_identity,
+                                  'resolved_by', x.resolved_by) AS data
+          FROM jsonb_to_recordset(%(records)s::jsonb) AS x(
+                 session_id text, sequence bigint, point text, decision text, reason text,
+                 interceptor text, mode text, input_identity text, enforced_identity text,
+                 resolved_by text, record jsonb)
+         WHERE x.decision IN ('deny', 'transform')
+        UNION ALL
+        SELECT 2, 0, 'run.' || %(status)s::text, %(run_id)s::uuid, NULL, NULL, NULL, NULL,
+               NULL, jsonb_build_object('error', left(%(error)s::text, 500))
+      ) e
+     WHERE (SELECT count(*) FROM settled) > 0
+     ORDER BY e.part, e.position
+    RETURNING id
 )
-SELECT approvals_settle_run(%(run_id)s, %(status)s, %(error)s, %(answer)s,
-                            %(request_ids)s::uuid[], %(interrupt_ids)s::text[])::text AS settled,
+SELECT (SELECT count(*) FROM audit)::text AS settled,
        pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
 
 -- name: open_request
@@ -58,7 +88,7 @@ WITH superseded AS (
        AND NOT EXISTS (
            SELECT 1 FROM approval_requests
             WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
-    RETURNING id, run_id, call_id
+    RETURNING id, run_id, call_id, tool, state_version
 ), created AS (
     INSERT INTO approval_requests
         (id, run_id, thread_id, call_id, tool, shown, args_schema, identity, reason,
@@ -72,13 +102,13 @@ WITH superseded AS (
     ON CONFLICT DO NOTHING
     RETURNING *
 ), audit AS (
-    INSERT INTO audit_events (kind, run_id, request_id, call_id, principal, data)
-    SELECT 'request.created', c.run_id, c.id, c.call_id, c.requested_by,
-           jsonb_build_object('tool', c.tool, 'identity', c.identity,
-                              'state_version', c.state_version)
+    INSERT INTO audit_events
+        (kind, run_id, request_id, call_id, tool, state_version, principal, data)
+    SELECT 'request.created', c.run_id, c.id, c.call_id, c.tool, c.state_version,
+           c.requested_by, jsonb_build_object('identity', c.identity)
       FROM created c
     UNION ALL
-    SELECT 'request.superseded', s.run_id, s.id, s.call_id, NULL,
+    SELECT 'request.superseded', s.run_id, s.id, s.call_id, s.tool, s.state_version, NULL,
            jsonb_build_object('by_identity', %(identity)s::text)
       FROM superseded s
 )
@@ -140,17 +170,22 @@ WITH consumed AS (
            %(args_identity)s
       FROM consumed c
     RETURNING *
-), audit AS (
-    INSERT INTO audit_events (kind, run_id, request_id, call_id, principal, data)
-    SELECT 'request.decided', c.run_id, c.id, c.call_id, %(principal)s,
-           jsonb_build_object('decision', %(kind)s::text, 'reason', %(reason)s::text,
-                              'identity', c.identity, 'args_identity', %(args_identity)s::text,
-                              'state_version', c.state_version)
-      FROM consumed c
 ), job AS (
     INSERT INTO resume_queue (request_id, decision_id, run_id, thread_id)
     SELECT c.id, d.id, c.run_id, c.thread_id FROM consumed c, decision d
     RETURNING id, run_id
+), audit AS (
+    INSERT INTO audit_events
+        (kind, run_id, request_id, call_id, tool, state_version, principal, data)
+    SELECT 'request.decided', c.run_id, c.id, c.call_id, c.tool, c.state_version,
+           %(principal)s,
+           jsonb_build_object('decision', %(kind)s::text, 'reason', %(reason)s::text,
+                              'identity', c.identity, 'args_identity', %(args_identity)s::text)
+      FROM consumed c
+    UNION ALL
+    SELECT 'resume.queued', c.run_id, c.id, c.call_id, c.tool, c.state_version, %(principal)s,
+           jsonb_build_object('job', j.id)
+      FROM consumed c, job j
 ), wake AS (
     SELECT pg_notify('approvals_resume', job.run_id::text) AS sent FROM job
 )
@@ -171,8 +206,9 @@ WITH voted AS (
     ON CONFLICT DO NOTHING
     RETURNING request_id
 ), audit AS (
-    INSERT INTO audit_events (kind, run_id, request_id, call_id, principal, data)
-    SELECT 'request.voted', %(run_id)s, v.request_id, %(call_id)s, %(principal)s,
+    INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, principal, data)
+    SELECT 'request.voted', %(run_id)s, v.request_id, %(call_id)s,
+           (SELECT tool FROM approval_requests WHERE id = %(request_id)s), %(principal)s,
            jsonb_build_object('approvals',
                (SELECT count(*) FROM approval_votes WHERE request_id = %(request_id)s) + 1)
       FROM voted v
@@ -206,7 +242,9 @@ SELECT pg_advisory_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
 SELECT pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
 
 -- name: finish_job
--- Close a claimed job with its audit entry, and settle its run when a status is given.
+-- Close a claimed job and settle its run when a status is given, with the audit events of the
+-- step (policy denials and transforms, payload-free), of the run's new status and of the job's
+-- end (resume.finished, .skipped or .failed), written after the settlement locked its rows.
 WITH job AS (
     UPDATE resume_queue
        SET status = %(status)s, last_error = %(error)s, attempts = attempts + 1,
@@ -227,12 +265,41 @@ WITH job AS (
     SELECT approvals_settle_run(%(run_id)s, %(run_status)s, %(error)s, %(answer)s,
                                 %(request_ids)s::uuid[], %(interrupt_ids)s::text[])
      WHERE %(run_status)s::text IS NOT NULL
+), request AS (
+    SELECT a.id, a.call_id, a.tool, a.state_version
+      FROM approval_requests a JOIN job ON a.id = job.request_id
 )
-INSERT INTO audit_events (kind, run_id, request_id, data)
-SELECT 'resume.' || job.status, job.run_id, job.request_id,
-       jsonb_build_object('job', job.id, 'error', job.last_error,
-                          'settled', (SELECT count(*) FROM settled) > 0)
-  FROM job;
+INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, principal, data)
+SELECT e.kind, e.run_id, e.request_id, e.call_id, e.tool, e.state_version, e.principal, e.data
+  FROM (
+    SELECT 1 AS part, x.sequence AS position, 'policy.' || x.decision AS kind,
+           %(run_id)s::uuid AS run_id, NULL::uuid AS request_id, NULL::text AS call_id,
+           NULL::text AS tool, NULL::text AS state_version, NULL::text AS principal,
+           jsonb_build_object('point', x.point, 'reason', x.reason,
+                              'interceptor', x.interceptor, 'mode', x.mode,
+                              'sequence', x.sequence, 'session_id', x.session_id,
+                              'input_identity', x.input_identity,
+                              'enforced_identity', x.enforced_identity,
+                              'resolved_by', x.resolved_by) AS data
+      FROM jsonb_to_recordset(%(records)s::jsonb) AS x(
+             session_id text, sequence bigint, point text, decision text, reason text,
+             interceptor text, mode text, input_identity text, enforced_identity text,
+             resolved_by text, record jsonb)
+     WHERE x.decision IN ('deny', 'transform')
+    UNION ALL
+    SELECT 2, 0, 'run.' || %(run_status)s::text, %(run_id)s::uuid, NULL, NULL, NULL, NULL,
+           NULL, jsonb_build_object('error', left(%(error)s::text, 500))
+     WHERE %(run_status)s::text IS NOT NULL
+    UNION ALL
+    SELECT 3, 0,
+           CASE job.status WHEN 'done' THEN 'resume.finished' ELSE 'resume.' || job.status END,
+           job.run_id, job.request_id, r.call_id, r.tool, r.state_version, NULL,
+           jsonb_build_object('job', job.id, 'error', left(job.last_error, 500),
+                              'settled', (SELECT count(*) FROM settled) > 0)
+      FROM job LEFT JOIN request r ON r.id = job.request_id
+  ) e
+ WHERE (SELECT count(*) FROM settled) >= 0
+ ORDER BY e.part, e.position;
 
 -- name: queued_jobs
 SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
@@ -245,9 +312,9 @@ WITH started AS (
     ON CONFLICT (run_id, call_id) DO NOTHING
     RETURNING *
 ), audit AS (
-    INSERT INTO audit_events (kind, run_id, call_id, data)
-    SELECT 'tool.started', s.run_id, s.call_id,
-           jsonb_build_object('tool', s.tool, 'args_identity', s.args_identity)
+    INSERT INTO audit_events (kind, run_id, call_id, tool, data)
+    SELECT 'tool.started', s.run_id, s.call_id, s.tool,
+           jsonb_build_object('args_identity', s.args_identity)
       FROM started s
 )
 SELECT *, true AS owned FROM started
@@ -263,8 +330,9 @@ WITH finished AS (
      WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'started'
     RETURNING *
 ), audit AS (
-    INSERT INTO audit_events (kind, run_id, call_id, data)
-    SELECT 'tool.' || f.status, f.run_id, f.call_id, jsonb_build_object('error', f.error)
+    INSERT INTO audit_events (kind, run_id, call_id, tool, data)
+    SELECT 'tool.' || f.status, f.run_id, f.call_id, f.tool,
+           jsonb_build_object('error', left(f.error, 500))
       FROM finished f
 )
 SELECT * FROM finished
@@ -489,3 +557,60 @@ SELECT d.request_id, d.channel, d.event, d.escalation_level, a.attempt, a.status
   JOIN notification_deliveries d ON d.id = a.delivery_id
  WHERE d.request_id = %(request_id)s
  ORDER BY d.escalation_level, d.channel, a.attempt;
+
+-- ==== decision log ====
+
+-- name: audit_resume_started
+-- A worker began resuming a claimed job. Written on its own connection, not in the claim's
+-- transaction: an audit insert holds the chain's head until its transaction ends, and the
+-- claim's lasts the whole step (whose own events would wait for it).
+INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, data)
+SELECT 'resume.started', q.run_id, q.request_id, a.call_id, a.tool, a.state_version,
+       jsonb_build_object('job', q.id, 'attempt', q.attempts + 1)
+  FROM resume_queue q JOIN approval_requests a ON a.id = q.request_id
+ WHERE q.id = %(job)s;
+
+-- name: audit_head
+SELECT last_id, hash, legacy_until FROM audit_chain_head;
+
+-- name: audit_chain
+-- The whole chain, as the verifier recomputes it: data as its jsonb text. (Read in the same
+-- snapshot as the head: an event past the head is one the chain never issued.)
+SELECT id, at, kind, run_id, request_id, call_id, principal, state_version, tool,
+       data::text AS data_text, prev_hash, hash
+  FROM audit_events
+ ORDER BY id;
+
+-- name: audit_export
+SELECT id, at, kind, run_id, request_id, call_id, tool, principal, state_version, data,
+       prev_hash, hash
+  FROM audit_events
+ WHERE (%(since)s::timestamptz IS NULL OR at >= %(since)s)
+   AND (%(run_id)s::uuid IS NULL OR run_id = %(run_id)s)
+ ORDER BY id;
+
+-- name: audit_run_interceptions
+-- A run's interception records for its timeline, with when each happened (the record's own
+-- timestamp, from the interception's context) as well as when it was stored.
+SELECT sequence, point, decision, reason, interceptor, mode, resolved_by, enforced_identity,
+       record->>'timestamp' AS happened, at
+  FROM interception_records
+ WHERE run_id = %(run_id)s
+ ORDER BY sequence, id;
+
+-- name: audit_search
+-- One page of events, newest first, for the operators' view; every filter is optional.
+-- decision: a decision's kind (approve, reject, edit) or a policy's (deny, transform).
+SELECT id, at, kind, run_id, request_id, call_id, tool, principal, state_version, data, hash
+  FROM audit_events
+ WHERE (%(run_id)s::uuid IS NULL OR run_id = %(run_id)s)
+   AND (%(tool)s::text IS NULL OR tool = %(tool)s)
+   AND (%(principal)s::text IS NULL OR principal = %(principal)s)
+   AND (%(decision)s::text IS NULL
+        OR (kind = 'request.decided' AND data->>'decision' = %(decision)s)
+        OR kind = 'policy.' || %(decision)s)
+   AND (%(since)s::timestamptz IS NULL OR at >= %(since)s)
+   AND (%(until)s::timestamptz IS NULL OR at < %(until)s)
+   AND (%(before)s::bigint IS NULL OR id < %(before)s)
+ ORDER BY id DESC
+ LIMIT %(limit)s;

@@ -1,0 +1,228 @@
+"""The operators' view of the decision log: ``/audit`` (filtered, paginated) and
+``/runs/{run_id}`` (one run's timeline from start to finish).
+
+Operators only: anyone else gets the same 404 as for a page that does not exist, so the pages
+do not reveal that they are there. Server-rendered and escaped like the other pages; filters
+are plain GET parameters.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException
+
+from approvals.authz import ApproverRules
+from approvals.principals import Principal
+from storage.audit import AuditFilter
+from web.engine import Engine
+from web.pages import SignedIn, render
+
+PAGE_SIZE = 50
+DECISIONS = ("approve", "reject", "edit", "deny", "transform")
+# What an event's data says that a reader wants at a glance, in this order.
+SUMMARY_KEYS = (
+    "decision",
+    "reason",
+    "error",
+    "identity",
+    "args_identity",
+    "by_identity",
+    "point",
+    "interceptor",
+    "job",
+    "attempt",
+    "graph",
+    "name",
+)
+
+
+def _operator(request: Request, principal: Principal) -> None:
+    rules: ApproverRules = request.app.state.rules
+    if not rules.is_operator(principal):
+        raise HTTPException(404, "Not Found")
+
+
+def _engine(request: Request) -> Engine:
+    engine: Engine = request.app.state.engine
+    return engine
+
+
+def _run_id(value: str) -> str | None:
+    try:
+        parsed = str(uuid.UUID(value))
+    except ValueError:
+        return None
+    return parsed if parsed == value.lower() else None
+
+
+def _time(value: str) -> datetime | None:
+    """An ISO 8601 time from a filter field (a browser's datetime-local has no zone: UTC)."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The filter form as typed (shown back), what it means, and what was wrong with it."""
+
+    form: dict[str, str]
+    query: AuditFilter
+    errors: list[str]
+
+    @classmethod
+    def parse(cls, params: dict[str, str]) -> Filters:
+        names = ("run", "tool", "principal", "decision", "since", "until")
+        form = {n: params.get(n, "").strip()[:200] for n in names}
+        errors: list[str] = []
+        run_id = since = until = None
+        if form["run"]:
+            run_id = _run_id(form["run"])
+            if run_id is None:
+                errors.append("run: not a run id")
+        for name in ("since", "until"):
+            if form[name]:
+                parsed = _time(form[name])
+                if parsed is None:
+                    errors.append(f"{name}: not an ISO 8601 time")
+                elif name == "since":
+                    since = parsed
+                else:
+                    until = parsed
+        if form["decision"] and form["decision"] not in DECISIONS:
+            errors.append(f"decision: one of {', '.join(DECISIONS)}")
+        query = AuditFilter(
+            run_id=run_id,
+            tool=form["tool"] or None,
+            principal=form["principal"] or None,
+            decision=form["decision"] or None,
+            since=since,
+            until=until,
+        )
+        return cls(form=form, query=query, errors=errors)
+
+    def link(self, **extra: Any) -> str:
+        """This page's URL with the same filters (and ``extra``)."""
+        params = {k: v for k, v in self.form.items() if v} | {
+            k: str(v) for k, v in extra.items() if v is not None
+        }
+        return "/audit" + (f"?{urlencode(params)}" if params else "")
+
+
+def summary(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The parts of an event's data worth a glance, as (name, text)."""
+    shown = []
+    for key in SUMMARY_KEYS:
+        value = data.get(key)
+        if value is not None and value != "":
+            shown.append((key, str(value)))
+    return shown
+
+
+def _happened(value: str | None, stored: datetime) -> datetime:
+    if value:
+        parsed = _time(value.replace("Z", "+00:00"))
+        if parsed is not None:
+            return parsed
+    return stored
+
+
+def timeline(events: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's audit events and interception records as one list, by time. The records stand
+    for themselves, so the log's ``policy.*`` copies of them are left out."""
+    entries: list[dict[str, Any]] = []
+    for event in events:
+        if event["kind"].startswith("policy."):
+            continue
+        entries.append(
+            {
+                "source": "event",
+                "at": event["at"],
+                "order": (0, event["id"]),
+                "kind": event["kind"],
+                "id": event["id"],
+                "principal": event["principal"],
+                "call_id": event["call_id"],
+                "tool": event["tool"],
+                "state_version": event["state_version"],
+                "summary": summary(event["data"] or {}),
+            }
+        )
+    for record in records:
+        entries.append(
+            {
+                "source": "interception",
+                "at": _happened(record["happened"], record["at"]),
+                "order": (1, record["sequence"]),
+                "kind": f"{record['point']} {record['decision']}",
+                "sequence": record["sequence"],
+                "decision": record["decision"],
+                "reason": record["reason"],
+                "interceptor": record["interceptor"],
+                "mode": record["mode"],
+                "resolved_by": record["resolved_by"],
+                "identity": record["enforced_identity"],
+            }
+        )
+    entries.sort(key=lambda e: (e["at"], e["order"]))
+    return entries
+
+
+def router() -> APIRouter:
+    pages = APIRouter(include_in_schema=False)
+
+    @pages.get("/audit")
+    async def audit(request: Request, session: SignedIn) -> Response:
+        _operator(request, session.principal)
+        filters = Filters.parse(dict(request.query_params))
+        before_text = request.query_params.get("before", "")
+        before = int(before_text) if before_text.isdigit() and len(before_text) < 19 else None
+        rows: list[dict[str, Any]] = []
+        if not filters.errors:
+            rows = await _engine(request).audit.search(
+                filters.query, before=before, limit=PAGE_SIZE + 1
+            )
+        older = filters.link(before=rows[PAGE_SIZE - 1]["id"]) if len(rows) > PAGE_SIZE else None
+        return render(
+            request,
+            "audit.html",
+            session,
+            400 if filters.errors else 200,
+            events=[{**r, "summary": summary(r["data"] or {})} for r in rows[:PAGE_SIZE]],
+            form=filters.form,
+            errors=filters.errors,
+            decisions=DECISIONS,
+            older=older,
+            newest=filters.link() if before is not None else None,
+            utc=UTC,
+        )
+
+    @pages.get("/runs/{run_id}")
+    async def run_timeline(request: Request, run_id: str, session: SignedIn) -> Response:
+        _operator(request, session.principal)
+        canonical = _run_id(run_id)
+        engine = _engine(request)
+        run = await engine.runs.get(canonical) if canonical else None
+        if run is None:
+            raise HTTPException(404, "Not Found")
+        events = await engine.audit.for_run(run.id)
+        records = await engine.audit.timeline_interceptions(run.id)
+        return render(
+            request,
+            "timeline.html",
+            session,
+            run=run,
+            entries=timeline(events, records),
+            utc=UTC,
+        )
+
+    return pages
