@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 
@@ -20,6 +20,47 @@ class RequestStatus(enum.StrEnum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     SUPERSEDED = "superseded"
+
+
+class OnExpiry(enum.StrEnum):
+    """What happens to a pending request when its deadline passes."""
+
+    #: Rejected with reason ``expired``; the run resumes and the agent learns.
+    REJECT = "reject"
+    #: Handed to the next step of its escalation chain (rejected once the chain is spent).
+    ESCALATE = "escalate"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EscalationStep:
+    """One step of an escalation chain: the approver groups a request passes to when its
+    deadline passes, and its new deadline, counted from then."""
+
+    approvers: tuple[str, ...]
+    expires_in: timedelta
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "approvers": list(self.approvers),
+            "expires_in_seconds": int(self.expires_in.total_seconds()),
+        }
+
+    @classmethod
+    def from_json(cls, value: Any) -> EscalationStep | None:
+        """The step a JSON object describes, or ``None`` when it is not a well-formed one."""
+        if not isinstance(value, dict):
+            return None
+        approvers = value.get("approvers")
+        seconds = value.get("expires_in_seconds")
+        if not (
+            isinstance(approvers, list)
+            and approvers
+            and all(isinstance(a, str) and a for a in approvers)
+        ):
+            return None
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds <= 0:
+            return None
+        return cls(approvers=tuple(approvers), expires_in=timedelta(seconds=seconds))
 
 
 class Verdict(enum.StrEnum):
@@ -86,6 +127,11 @@ class ApprovalRequest:
     allow_edit: bool = True
     #: How many distinct approvers must approve (any one rejection rejects).
     quorum: int = 1
+    #: What happens when the deadline passes, and the chain of escalations still to come.
+    on_expiry: OnExpiry = OnExpiry.REJECT
+    escalation_chain: tuple[EscalationStep, ...] = ()
+    #: How many times the request was escalated (0: still with its first approvers).
+    escalation_level: int = 0
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ApprovalRequest:
@@ -109,6 +155,13 @@ class ApprovalRequest:
             approvers=tuple(row.get("approvers") or ()),
             allow_edit=row.get("allow_edit", True),
             quorum=row.get("quorum", 1),
+            on_expiry=OnExpiry(row.get("on_expiry") or OnExpiry.REJECT),
+            escalation_chain=tuple(
+                step
+                for item in row.get("escalation_chain") or ()
+                if (step := EscalationStep.from_json(item)) is not None
+            ),
+            escalation_level=row.get("escalation_level", 0),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -131,6 +184,7 @@ class ApprovalRequest:
             "approvers": list(self.approvers),
             "allow_edit": self.allow_edit,
             "quorum": self.quorum,
+            "escalation_level": self.escalation_level,
         }
 
 
@@ -200,6 +254,20 @@ class Vote:
             "approvals": self.approvals,
             "quorum": self.quorum,
         }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SweepResult:
+    """What one pass of the expiry sweeper did: the requests it escalated and expired."""
+
+    escalated: tuple[str, ...] = ()
+    expired: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.escalated or self.expired)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"escalated": list(self.escalated), "expired": list(self.expired)}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -16,11 +16,14 @@ from approvals.model import (
     ApprovalRequest,
     Decision,
     DecisionKind,
+    EscalationStep,
     ExecutionStatus,
     JobStatus,
+    OnExpiry,
     ResumeJob,
     Run,
     RunStatus,
+    SweepResult,
     ToolExecution,
     Vote,
 )
@@ -48,6 +51,10 @@ class NewRequest:
     allow_edit: bool = True
     #: Distinct approvals needed (a policy may ask for more than one).
     quorum: int = 1
+    #: What happens when the deadline passes (a policy may escalate instead of rejecting).
+    on_expiry: OnExpiry = OnExpiry.REJECT
+    #: The escalation steps still to come, in order (with ``on_expiry`` escalate).
+    escalation_chain: tuple[EscalationStep, ...] = ()
 
 
 class ApprovalRequests(Protocol):
@@ -81,6 +88,15 @@ class Decisions(Protocol):
         that completes its quorum; an approval before that is a ``Vote`` (one per principal:
         ``AlreadyVoted`` for a second one). Such a request cannot be edited (``InvalidDecision``).
         """
+        ...
+
+
+class Expiry(Protocol):
+    async def sweep(self) -> SweepResult:
+        """Handle every pending request past its deadline, each exactly once: escalate it to
+        the next step of its chain, or expire it (a rejection with reason ``expired``, an audit
+        entry and a resume job, like a decision). A decision racing the sweep either wins
+        before the deadline or is refused; never both."""
         ...
 
 

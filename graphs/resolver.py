@@ -24,7 +24,7 @@ from langgraph.types import interrupt
 
 from approvals.model import ApprovalRequest as StoredRequest
 from approvals.model import Decision as StoredDecision
-from approvals.model import DecisionKind, RequestStatus
+from approvals.model import DecisionKind, EscalationStep, OnExpiry, RequestStatus
 from approvals.ports import ApprovalRequests, NewRequest
 
 
@@ -125,7 +125,7 @@ class StoredDecisionResolver:
 
 def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) -> NewRequest:
     """The request as the escalating verdict shapes it: its reason, and the deadline, approver
-    groups, edit permission and quorum a policy's approval block names."""
+    groups, edit permission, quorum and escalation chain a policy's approval block names."""
     changes: dict[str, Any] = {}
     if reason is not None:
         changes["reason"] = reason
@@ -144,4 +144,12 @@ def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) ->
     quorum = approval.get("quorum")
     if isinstance(quorum, int) and not isinstance(quorum, bool) and 1 <= quorum <= 20:
         changes["quorum"] = quorum
+    chain = approval.get("then")
+    if approval.get("on_expiry") == OnExpiry.ESCALATE and isinstance(chain, list) and chain:
+        steps = [EscalationStep.from_json(item) for item in chain]
+        # A chain is taken whole or not at all: a malformed one leaves the request to be
+        # rejected when it expires (fail closed), never to wait for a group nobody named.
+        if all(step is not None for step in steps):
+            changes["on_expiry"] = OnExpiry.ESCALATE
+            changes["escalation_chain"] = tuple(s for s in steps if s is not None)
     return dataclasses.replace(new, **changes) if changes else new

@@ -2,7 +2,8 @@
 
 Woken by LISTEN/NOTIFY, with a polling fallback. Several workers (in one process or many) may
 run at once: ``FOR UPDATE SKIP LOCKED`` hands each job to one of them, and the per-thread lock
-serialises the steps of one run.
+serialises the steps of one run. Beside them, the ``ExpirySweeper`` expires (or escalates)
+requests past their deadline; an expiry queues a resume job like a decision does.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import contextlib
 import logging
 
 from approvals.errors import ApprovalsError, DatabaseUnavailable, GraphLoadError, GraphNotFound
-from approvals.model import JobStatus
-from approvals.ports import ResumeQueue
+from approvals.model import JobStatus, SweepResult
+from approvals.ports import Expiry, ResumeQueue
 from graphs.runner import Runner
 
 log = logging.getLogger("approvals.worker")
@@ -97,3 +98,36 @@ class Worker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
+
+
+class ExpirySweeper:
+    """Runs the expiry sweep every ``interval`` seconds. Several may run at once (in one process
+    or many): each request is escalated or expired by exactly one sweep."""
+
+    def __init__(self, *, expiry: Expiry, interval: float = 5.0) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self._expiry = expiry
+        self._interval = interval
+
+    async def sweep(self) -> SweepResult:
+        """One sweep, now."""
+        return await self._expiry.sweep()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Sweep until ``stop`` is set; an unreachable database is retried with backoff."""
+        delay = self._interval
+        while not stop.is_set():
+            try:
+                await self._expiry.sweep()
+                delay = self._interval
+            except DatabaseUnavailable as exc:
+                log.error("expiry sweep: %s; retrying in %.0fs", exc, delay)
+                delay = min(delay * 2, MAX_BACKOFF)
+            except Exception:
+                # Whatever it was, requests must keep expiring: log it loudly and try again
+                # rather than let the sweeper die unnoticed beside a healthy worker.
+                log.exception("expiry sweep failed; retrying in %.0fs", delay)
+                delay = min(delay * 2, MAX_BACKOFF)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)

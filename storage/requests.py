@@ -50,6 +50,8 @@ class PgApprovalRequests:
             "approvers": list(new.approvers),
             "allow_edit": new.allow_edit,
             "quorum": new.quorum,
+            "on_expiry": new.on_expiry.value,
+            "escalation_chain": json([step.to_json() for step in new.escalation_chain]),
         }
         row = await self._db.one("open_request", params)
         if row is None:

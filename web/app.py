@@ -26,6 +26,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from approvals.authz import ApproverRules
 from approvals.errors import ApprovalsError
 from approvals.principals import Principal
+from graphs.worker import ExpirySweeper
+from storage.expiry import PgExpiry
 from storage.migrate import upgrade
 from web import api, audit_pages, pages
 from web.engine import Engine, open_engine
@@ -38,10 +40,10 @@ log = logging.getLogger("approvals.web")
 HERE = Path(__file__).resolve().parent
 
 
-async def _work(engine: Engine, stop: asyncio.Event) -> None:
-    """The in-process worker: resume decided runs, and notify approvers of waiting and
-    escalated requests."""
-    await asyncio.gather(engine.worker.run(stop), engine.notifier.run(stop))
+async def _work(engine: Engine, sweeper: ExpirySweeper, stop: asyncio.Event) -> None:
+    """The in-process worker: resume decided runs, expire requests past their deadline, and
+    notify approvers of waiting and escalated requests."""
+    await asyncio.gather(engine.worker.run(stop), sweeper.run(stop), engine.notifier.run(stop))
 
 
 def create_app(
@@ -70,7 +72,11 @@ def create_app(
             worker_task: asyncio.Task[None] | None = None
             stop = asyncio.Event()
             if with_worker:
-                worker_task = asyncio.create_task(_work(app.state.engine, stop))
+                sweeper = ExpirySweeper(
+                    expiry=PgExpiry(app.state.engine.db),
+                    interval=settings.sweep_interval_seconds,
+                )
+                worker_task = asyncio.create_task(_work(app.state.engine, sweeper, stop))
             try:
                 yield
             finally:

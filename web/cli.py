@@ -38,6 +38,8 @@ from approvals.errors import (
     ThreadBusy,
 )
 from approvals.model import RequestStatus, RunStatus
+from graphs.worker import ExpirySweeper
+from storage.expiry import PgExpiry
 from storage.migrate import upgrade
 from web.cli_accounts import tokens_app, users_app
 from web.cli_audit import audit_app
@@ -304,22 +306,31 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 @app.command("worker")
 def worker_command(
     drain: Annotated[
-        bool, typer.Option("--drain", help="Resume what is queued, then exit.")
+        bool,
+        typer.Option(
+            "--drain", help="Expire what is past its deadline, resume what is queued, then exit."
+        ),
     ] = False,
     concurrency: Annotated[int | None, typer.Option(min=1, max=64)] = None,
 ) -> None:
-    """Resume runs whose calls were decided. Runs until SIGTERM/SIGINT unless --drain."""
+    """Resume runs whose calls were decided, and expire (or escalate) requests past their
+    deadline every APPROVALS_SWEEP_INTERVAL_SECONDS. Runs until SIGTERM/SIGINT unless --drain."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
 
     async def main(engine: Engine) -> int:
         worker = engine.worker
+        sweeper = ExpirySweeper(
+            expiry=PgExpiry(engine.db), interval=engine.settings.sweep_interval_seconds
+        )
         if drain:
+            # Expired requests queue resume jobs: sweep first so the drain resumes them too.
+            await sweeper.sweep()
             return await worker.drain()
         stop = asyncio.Event()
         _stop_on_signals(stop)
-        await asyncio.gather(worker.run(stop), engine.notifier.run(stop))
+        await asyncio.gather(worker.run(stop), sweeper.run(stop), engine.notifier.run(stop))
         return 0
 
     update = {"worker_concurrency": concurrency} if concurrency is not None else None

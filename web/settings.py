@@ -131,6 +131,10 @@ class Settings(BaseSettings):
         entries.update(self.graphs)
         return entries
 
+    # ---- the expiry sweeper (docs/deployment.md) ----------------------------------------
+    #: How often workers expire (or escalate) requests past their deadline.
+    sweep_interval_seconds: float = Field(default=5.0, gt=0, le=3600)
+
 
 def check_pool_size(pool_max_size: int, concurrency: int) -> None:
     """Each resume holds a connection for its claim and needs more for the run itself."""

@@ -17,6 +17,7 @@ from agent_hooks.path import PathError
 from agent_hooks.path import apply as apply_transform
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from approvals.model import OnExpiry
 from approvals.policy.evaluation import (
     TOOL_METADATA,
     Policy,
@@ -24,7 +25,7 @@ from approvals.policy.evaluation import (
     escalation_of,
 )
 from approvals.policy.rules import CONTENT_POINTS, TOOL_POINTS
-from approvals.policy.source import PolicyError, Reader, format_duration
+from approvals.policy.source import Fields, PolicyError, Reader, format_duration
 
 CASES_FIELDS = ("policy", "cases")
 CASE_FIELDS = (
@@ -48,6 +49,7 @@ EXPECT_FIELDS = (
     "approvers",
     "expires_in",
     "allow_edit",
+    "on_expiry",
     "value",
 )
 OUTCOMES = ("allow", "warn", "deny", "escalate", "transform")
@@ -64,6 +66,7 @@ class Expectation:
     approvers: tuple[str, ...] | None = None
     expires_in: timedelta | None = _ABSENT
     allow_edit: bool | None = None
+    on_expiry: str | None = None
     value: Any = _ABSENT
 
     def describe(self) -> str:
@@ -81,6 +84,8 @@ class Expectation:
             )
         if self.allow_edit is not None:
             details.append("edits allowed" if self.allow_edit else "no edits")
+        if self.on_expiry is not None:
+            details.append(f"on expiry: {self.on_expiry}")
         if self.value is not _ABSENT:
             details.append(f"value: {self.value!r}")
         return " ".join(parts) + (f" ({'; '.join(details)})" if details else "")
@@ -272,6 +277,7 @@ def _expectation(reader: Reader, node: Node, what: str) -> Expectation:
         ("approvers", "escalate"),
         ("expires_in", "escalate"),
         ("allow_edit", "escalate"),
+        ("on_expiry", "escalate"),
         ("value", "transform"),
     ):
         if key in fields and decision != applies:
@@ -305,10 +311,26 @@ def _expectation(reader: Reader, node: Node, what: str) -> Expectation:
         allow_edit=reader.boolean(fields.value("allow_edit"), f"{what}: expect.allow_edit")
         if "allow_edit" in fields
         else None,
+        on_expiry=_enum_value(reader, fields, "on_expiry", OnExpiry, what),
         value=reader.data(fields.value("value"), f"{what}: expect.value")
         if "value" in fields
         else _ABSENT,
     )
+
+
+def _enum_value(
+    reader: Reader, fields: Fields, name: str, kind: type[OnExpiry], what: str
+) -> str | None:
+    if name not in fields:
+        return None
+    value = reader.string(fields.value(name), f"{what}: expect.{name}")
+    allowed = [m.value for m in kind]
+    if value not in allowed:
+        raise reader.error(
+            fields.value(name),
+            f"{what}: expect.{name}: unknown value {value!r} (allowed: {', '.join(allowed)})",
+        )
+    return value
 
 
 def context_for(case: Case, index: int = 0) -> AgentContext:
@@ -376,6 +398,12 @@ def describe(verdict: Verdict, value: Any = _ABSENT) -> str:
         expiry = escalation.expires_in
         details.append(f"expires in {format_duration(expiry)}" if expiry else "no expiry")
         details.append("edits allowed" if escalation.allow_edit else "no edits")
+        if escalation.on_expiry is OnExpiry.ESCALATE:
+            chain = ", then ".join(
+                f"[{', '.join(s.approvers)}] for {format_duration(s.expires_in)}"
+                for s in escalation.then
+            )
+            details.append(f"on expiry: escalate to {chain}")
     if value is not _ABSENT:
         details.append(f"value: {value!r}")
     if outcome == "deny" and verdict.message:
@@ -423,6 +451,8 @@ def _details_match(expect: Expectation, verdict: Verdict, value: Any) -> bool:
         if expect.expires_in is not _ABSENT and escalation.expires_in != expect.expires_in:
             return False
         if expect.allow_edit is not None and escalation.allow_edit != expect.allow_edit:
+            return False
+        if expect.on_expiry is not None and escalation.on_expiry != expect.on_expiry:
             return False
     return expect.value is _ABSENT or value == expect.value
 

@@ -17,6 +17,7 @@ from typing import Any
 import cel
 from agent_hooks import Decision, InterceptionPoint, Transform, Verdict, Warning
 
+from approvals.model import EscalationStep, OnExpiry
 from approvals.policy.rules import TOOL_POINTS, Action, DefaultAction, Rule, SetArgument
 
 #: The variables a condition may use; see docs/policies.md.
@@ -130,13 +131,18 @@ class Escalation:
     expires_in: timedelta | None = None
     allow_edit: bool = True
     quorum: int = 1
+    #: What happens when the deadline passes; with ``escalate``, ``then`` is the chain.
+    on_expiry: OnExpiry = OnExpiry.REJECT
+    then: tuple[EscalationStep, ...] = ()
 
 
 def escalation_of(verdict: Verdict) -> Escalation | None:
     """The escalation a verdict asks for, or ``None`` if it is not a liftable deny.
 
     A liftable deny from another interceptor (an empty ``approval`` block) yields an
-    escalation named after its reason, with no approvers, no expiry and edits allowed.
+    escalation named after its reason, with no approvers, no expiry and edits allowed. An
+    escalation chain is taken only whole and well formed (else the request is rejected when
+    it expires, the fail-closed default).
     """
     if verdict.decision is not Decision.DENY or verdict.approval is None:
         return None
@@ -146,6 +152,10 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
     seconds = block.get("expires_in_seconds")
     allow_edit = block.get("allow_edit")
     quorum = block.get("quorum")
+    chain = block.get("then")
+    items = chain if isinstance(chain, list) else []
+    steps = tuple(s for item in items if (s := EscalationStep.from_json(item)) is not None)
+    escalates = block.get("on_expiry") == OnExpiry.ESCALATE and 0 < len(steps) == len(items)
     return Escalation(
         rule=rule if isinstance(rule, str) else (verdict.reason or ""),
         approvers=(
@@ -158,11 +168,13 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
         ),
         allow_edit=allow_edit if isinstance(allow_edit, bool) else True,
         quorum=quorum if isinstance(quorum, int) and not isinstance(quorum, bool) else 1,
+        on_expiry=OnExpiry.ESCALATE if escalates else OnExpiry.REJECT,
+        then=steps if escalates else (),
     )
 
 
 def _approval_block(escalation: Escalation) -> dict[str, Any]:
-    return {
+    block: dict[str, Any] = {
         "rule": escalation.rule,
         "approvers": list(escalation.approvers),
         "expires_in_seconds": (
@@ -171,6 +183,11 @@ def _approval_block(escalation: Escalation) -> dict[str, Any]:
         "allow_edit": escalation.allow_edit,
         "quorum": escalation.quorum,
     }
+    if escalation.on_expiry is OnExpiry.ESCALATE:
+        # Only when asked for: the default (reject) keeps the block as it always was.
+        block["on_expiry"] = escalation.on_expiry.value
+        block["then"] = [step.to_json() for step in escalation.then]
+    return block
 
 
 class _NoChange(Exception):
@@ -299,6 +316,8 @@ class Policy:
                 expires_in=rule.expires_in,
                 allow_edit=rule.allow_edit,
                 quorum=rule.quorum,
+                on_expiry=rule.on_expiry,
+                then=rule.then,
             )
             return Verdict(
                 decision=Decision.DENY,

@@ -18,6 +18,7 @@ from agent_hooks.path import PathError
 from agent_hooks.path import parse as parse_target_path
 from yaml.nodes import Node, ScalarNode, SequenceNode
 
+from approvals.model import EscalationStep, OnExpiry
 from approvals.policy.evaluation import DEFAULT_RULE, POLICY_ERROR, VARIABLES, Policy
 from approvals.policy.rules import (
     CONTENT_POINTS,
@@ -45,17 +46,22 @@ RULE_FIELDS = (
     "expires_in",
     "allow_edit",
     "quorum",
+    "on_expiry",
+    "then",
     "mask",
     "set",
 )
-ESCALATE_FIELDS = ("approvers", "expires_in", "allow_edit", "quorum")
+ESCALATE_FIELDS = ("approvers", "expires_in", "allow_edit", "quorum", "on_expiry", "then")
 MAX_QUORUM = 20
+#: The fields of one step of an escalation chain (``then``), and how long a chain may be.
+STEP_FIELDS = ("approvers", "expires_in")
+MAX_CHAIN = 10
 TRANSFORM_FIELDS = ("mask", "set")
 MASK_FIELDS = ("pattern", "replacement")
 SET_FIELDS = ("path", "value")
 DEFAULT_MASK = "[redacted]"
 
-E = TypeVar("E", Action, DefaultAction)
+E = TypeVar("E", Action, DefaultAction, OnExpiry)
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _PATH_PART = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)")
@@ -242,6 +248,7 @@ def _rule(
             raise reader.error(
                 quorum_node, f"{what}: quorum must be between 1 and {MAX_QUORUM}, not {quorum}"
             )
+    on_expiry, then = _on_expiry(reader, fields, what)
     return Rule(
         id=rule_id,
         points=frozenset(points),
@@ -263,10 +270,62 @@ def _rule(
         if "allow_edit" in fields
         else True,
         quorum=quorum,
+        on_expiry=on_expiry,
+        then=then,
         mask=mask,
         set=change,
         line=int(node.start_mark.line) + 1,
     )
+
+
+def _on_expiry(
+    reader: Reader, fields: Fields, what: str
+) -> tuple[OnExpiry, tuple[EscalationStep, ...]]:
+    """An escalate rule's ``on_expiry`` and its escalation chain (``then``), which go together:
+    a chain without ``on_expiry: escalate`` would never be used, and escalating needs a chain."""
+    on_expiry = OnExpiry.REJECT
+    if "on_expiry" in fields:
+        on_expiry = _enum(reader, fields.value("on_expiry"), f"{what}: on_expiry", OnExpiry)
+    if "then" not in fields:
+        if on_expiry is OnExpiry.ESCALATE:
+            raise reader.error(
+                fields.value("on_expiry"),
+                f"{what}: on_expiry: escalate needs an escalation chain in 'then' "
+                "(a list of {approvers, expires_in} steps)",
+            )
+        return on_expiry, ()
+    if on_expiry is not OnExpiry.ESCALATE:
+        raise reader.error(
+            fields.key("then"),
+            f"{what}: 'then' is an escalation chain, used only with on_expiry: escalate",
+        )
+    node = fields.value("then")
+    if not isinstance(node, SequenceNode):
+        raise reader.error(
+            node, f"{what}: then: expected a list of {{approvers, expires_in}} steps"
+        )
+    if not node.value:
+        raise reader.error(node, f"{what}: then: name at least one escalation step")
+    if len(node.value) > MAX_CHAIN:
+        raise reader.error(
+            node.value[MAX_CHAIN], f"{what}: then: at most {MAX_CHAIN} escalation steps"
+        )
+    steps = []
+    for index, item in enumerate(node.value):
+        step = f"{what}: then[{index}]"
+        step_fields = reader.fields(item, step, STEP_FIELDS).require(*STEP_FIELDS)
+        approvers = reader.strings(step_fields.value("approvers"), f"{step}.approvers")
+        if not approvers:
+            raise reader.error(
+                step_fields.value("approvers"), f"{step}.approvers: name at least one group"
+            )
+        steps.append(
+            EscalationStep(
+                approvers=tuple(a for a, _ in approvers),
+                expires_in=reader.duration(step_fields.value("expires_in"), f"{step}.expires_in"),
+            )
+        )
+    return on_expiry, tuple(steps)
 
 
 def _condition(

@@ -12,6 +12,8 @@ from typing import Any
 import cel
 from agent_hooks import InterceptionPoint
 
+from approvals.model import EscalationStep, OnExpiry
+
 #: The points that carry a tool call (``tool``, ``args``; ``result`` after the call).
 TOOL_POINTS = frozenset({InterceptionPoint.PRE_TOOL_CALL, InterceptionPoint.POST_TOOL_CALL})
 #: The points whose context carries text or structured ``content``.
@@ -109,6 +111,9 @@ class Rule:
     allow_edit: bool = True
     #: Distinct approvers needed (escalate only); any one rejection rejects.
     quorum: int = 1
+    #: What happens when the deadline passes (escalate only), and the escalation chain.
+    on_expiry: OnExpiry = OnExpiry.REJECT
+    then: tuple[EscalationStep, ...] = ()
     mask: Mask | None = None
     set: SetArgument | None = None
     line: int = 0
@@ -153,6 +158,8 @@ class Rule:
             )
             out["allow_edit"] = self.allow_edit
             out["quorum"] = self.quorum
+            out["on_expiry"] = self.on_expiry.value
+            out["then"] = [step.to_json() for step in self.then]
         if self.mask is not None:
             out["mask"] = {
                 "pattern": self.mask.pattern.pattern,

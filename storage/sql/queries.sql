@@ -92,10 +92,12 @@ WITH superseded AS (
 ), created AS (
     INSERT INTO approval_requests
         (id, run_id, thread_id, call_id, tool, shown, args_schema, identity, reason,
-         state_version, requested_by, expires_at, approvers, allow_edit, quorum)
+         state_version, requested_by, expires_at, approvers, allow_edit, quorum, on_expiry,
+         escalation_chain)
     SELECT %(id)s, %(run_id)s, %(thread_id)s, %(call_id)s, %(tool)s, %(shown)s,
            %(args_schema)s, %(identity)s, %(reason)s, %(state_version)s, %(requested_by)s,
-           %(expires_at)s, %(approvers)s, %(allow_edit)s, %(quorum)s
+           %(expires_at)s, %(approvers)s, %(allow_edit)s, %(quorum)s, %(on_expiry)s,
+           %(escalation_chain)s
      WHERE NOT EXISTS (
            SELECT 1 FROM approval_requests
             WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
@@ -614,3 +616,77 @@ SELECT id, at, kind, run_id, request_id, call_id, tool, principal, state_version
    AND (%(before)s::bigint IS NULL OR id < %(before)s)
  ORDER BY id DESC
  LIMIT %(limit)s;
+
+-- ==== expiry ====
+
+-- name: sweep_expired
+-- Every pending request past its deadline (up to a batch), each handled exactly once in this
+-- one statement: escalated to the next step of its chain, or expired like a rejection (the
+-- decision by system:expiry with reason "expired", the audit entries, the resume job and the
+-- wake-up). The rows are locked first and re-checked by each update, so a decision racing the
+-- sweep either committed before (the row is no longer pending) or finds it expired; decide's
+-- own `expires_at > now()` refuses a late one. Rows a decider holds are skipped until the
+-- next sweep. Nothing due: one scan of the pending-deadline index.
+WITH due AS (
+    SELECT id, on_expiry, escalation_chain, approvers AS old_approvers
+      FROM approval_requests
+     WHERE status = 'pending' AND expires_at <= now()
+     ORDER BY expires_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), escalated AS (
+    UPDATE approval_requests a
+       SET approvers = ARRAY(
+               SELECT jsonb_array_elements_text(due.escalation_chain -> 0 -> 'approvers')),
+           expires_at = now() + make_interval(
+               secs => (due.escalation_chain -> 0 ->> 'expires_in_seconds')::double precision),
+           escalation_chain = due.escalation_chain - 0,
+           escalation_level = a.escalation_level + 1
+      FROM due
+     WHERE a.id = due.id AND a.status = 'pending' AND a.expires_at <= now()
+       AND due.on_expiry = 'escalate' AND jsonb_array_length(due.escalation_chain) > 0
+    RETURNING a.*, due.old_approvers
+), expired AS (
+    UPDATE approval_requests a
+       SET status = 'expired', decided_at = now()
+      FROM due
+     WHERE a.id = due.id AND a.status = 'pending' AND a.expires_at <= now()
+       AND NOT (due.on_expiry = 'escalate' AND jsonb_array_length(due.escalation_chain) > 0)
+    RETURNING a.*
+), decision AS (
+    INSERT INTO decisions (id, request_id, run_id, call_id, kind, principal, reason)
+    SELECT gen_random_uuid(), e.id, e.run_id, e.call_id, 'reject', 'system:expiry', 'expired'
+      FROM expired e
+    RETURNING *
+), job AS (
+    INSERT INTO resume_queue (request_id, decision_id, run_id, thread_id)
+    SELECT e.id, d.id, e.run_id, e.thread_id
+      FROM expired e JOIN decision d ON d.request_id = e.id
+    RETURNING id, request_id, run_id
+), audit AS (
+    INSERT INTO audit_events
+        (kind, run_id, request_id, call_id, tool, state_version, principal, data)
+    SELECT 'request.expired', e.run_id, e.id, e.call_id, e.tool, e.state_version,
+           'system:expiry',
+           jsonb_build_object('decision', 'reject', 'reason', 'expired', 'identity', e.identity,
+                              'expires_at', e.expires_at, 'approvers', to_jsonb(e.approvers),
+                              'escalation_level', e.escalation_level)
+      FROM expired e
+    UNION ALL
+    SELECT 'request.escalated', s.run_id, s.id, s.call_id, s.tool, s.state_version,
+           'system:expiry',
+           jsonb_build_object('identity', s.identity,
+                              'from_approvers', to_jsonb(s.old_approvers),
+                              'approvers', to_jsonb(s.approvers), 'expires_at', s.expires_at,
+                              'escalation_level', s.escalation_level)
+      FROM escalated s
+    UNION ALL
+    SELECT 'resume.queued', j.run_id, j.request_id, e.call_id, e.tool, e.state_version,
+           'system:expiry', jsonb_build_object('job', j.id)
+      FROM job j JOIN expired e ON e.id = j.request_id
+), wake AS (
+    SELECT pg_notify('approvals_resume', job.run_id::text) AS sent FROM job
+)
+SELECT id, 'expired' AS outcome, (SELECT count(*) FROM wake) AS woken FROM expired
+UNION ALL
+SELECT id, 'escalated' AS outcome, 0 AS woken FROM escalated;

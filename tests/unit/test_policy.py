@@ -758,3 +758,193 @@ def test_an_unknown_field_in_a_cases_file_is_refused() -> None:
         )
     assert caught.value.line == 5
     assert "unknown field 'expected'" in caught.value.reason
+
+
+ESCALATING_RULE = """\
+  - id: refunds-escalate
+    point: pre_tool_call
+    tool: issue_refund
+    action: escalate
+    approvers: [support]
+    expires_in: 30m
+"""
+
+
+def test_an_escalation_chain_reaches_the_approval_block_and_escalation_of() -> None:
+    loaded = policy(
+        REFUND_HEAD
+        + ESCALATING_RULE
+        + """\
+    on_expiry: escalate
+    then:
+      - approvers: [support-leads]
+        expires_in: 2h
+      - {approvers: [finance, risk], expires_in: 1d}
+"""
+    )
+    verdict = loaded.intercept(pre_tool_call("issue_refund", {"amount": 5}))
+    checked = json.loads(_core.validate_verdict(json.dumps(verdict.to_wire())))
+    assert checked["approval"]["on_expiry"] == "escalate"
+    assert checked["approval"]["then"] == [
+        {"approvers": ["support-leads"], "expires_in_seconds": 7200},
+        {"approvers": ["finance", "risk"], "expires_in_seconds": 86400},
+    ]
+    escalation = escalation_of(Verdict.from_wire(checked))
+    assert escalation is not None
+    assert escalation.on_expiry == "escalate"
+    assert [(s.approvers, s.expires_in) for s in escalation.then] == [
+        (("support-leads",), timedelta(hours=2)),
+        (("finance", "risk"), timedelta(days=1)),
+    ]
+    assert loaded.rules[0].to_json()["then"][1]["approvers"] == ["finance", "risk"]
+
+
+def test_rejecting_on_expiry_is_the_default_and_keeps_the_block_as_it_was() -> None:
+    for extra in ("", "    on_expiry: reject\n"):
+        loaded = policy(REFUND_HEAD + ESCALATING_RULE + extra)
+        verdict = loaded.intercept(pre_tool_call("issue_refund", {"amount": 5}))
+        assert verdict.approval is not None
+        assert "on_expiry" not in verdict.approval
+        assert "then" not in verdict.approval
+        escalation = escalation_of(verdict)
+        assert escalation is not None
+        assert (escalation.on_expiry, escalation.then) == ("reject", ())
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "message"),
+    [
+        (
+            "    then:\n      - {approvers: [finance], expires_in: 1h}\n",
+            10,
+            "'then' is an escalation chain, used only with on_expiry: escalate",
+        ),
+        (
+            "    on_expiry: reject\n    then:\n      - {approvers: [finance], expires_in: 1h}\n",
+            11,
+            "'then' is an escalation chain, used only with on_expiry: escalate",
+        ),
+        (
+            "    on_expiry: escalate\n",
+            10,
+            "on_expiry: escalate needs an escalation chain in 'then'",
+        ),
+        ("    on_expiry: escalate\n    then: []\n", 11, "then: name at least one escalation step"),
+        (
+            "    on_expiry: later\n",
+            10,
+            "on_expiry: unknown value 'later' (allowed: reject, escalate)",
+        ),
+        (
+            "    on_expiry: escalate\n    then: {approvers: [finance], expires_in: 1h}\n",
+            11,
+            "then: expected a list of {approvers, expires_in} steps",
+        ),
+        (
+            "    on_expiry: escalate\n    then:\n"
+            "      - {approvers: [finance], expires_in: soon}\n",
+            12,
+            "then[0].expires_in: expected a duration such as 30m, 2h or 1d",
+        ),
+        (
+            "    on_expiry: escalate\n    then:\n      - {approvers: [finance]}\n",
+            12,
+            "then[0]: missing field 'expires_in'",
+        ),
+        (
+            "    on_expiry: escalate\n    then:\n      - {approvers: [], expires_in: 1h}\n",
+            12,
+            "then[0].approvers: name at least one group",
+        ),
+        (
+            "    on_expiry: escalate\n    then:\n"
+            "      - {approvers: [a], expires_in: 1h}\n"
+            "      - {approvers: [b], expires_in: 1h, quorum: 2}\n",
+            13,
+            "then[1]: unknown field 'quorum' (allowed: approvers, expires_in)",
+        ),
+        (
+            "    on_expiry: escalate\n    then:\n      - {approvers: [a, a], expires_in: 1h}\n",
+            12,
+            "then[0].approvers: 'a' is listed twice",
+        ),
+    ],
+)
+def test_a_bad_expiry_or_escalation_chain_is_refused_with_its_line(
+    extra: str, line: int, message: str
+) -> None:
+    error = refusal(REFUND_HEAD + ESCALATING_RULE + extra)
+    assert (error.line, message in error.reason) == (line, True), error
+
+
+def test_on_expiry_and_then_apply_only_to_escalate_rules() -> None:
+    error = refusal(
+        REFUND_HEAD
+        + """\
+  - id: never
+    point: pre_tool_call
+    action: deny
+    on_expiry: escalate
+"""
+    )
+    assert error.line == 7
+    assert "'on_expiry' applies only to escalate rules" in error.reason
+
+
+def test_a_chain_longer_than_ten_steps_is_refused() -> None:
+    steps = "".join(f"      - {{approvers: [g{i}], expires_in: 1h}}\n" for i in range(11))
+    error = refusal(REFUND_HEAD + ESCALATING_RULE + "    on_expiry: escalate\n    then:\n" + steps)
+    assert error.line == 22
+    assert "at most 10 escalation steps" in error.reason
+
+
+def test_a_malformed_chain_from_another_interceptor_falls_back_to_rejecting() -> None:
+    verdict = Verdict.escalate(reason="x")
+    verdict = Verdict.from_wire(
+        {
+            **verdict.to_wire(),
+            "approval": {
+                "on_expiry": "escalate",
+                "then": [{"approvers": ["a"], "expires_in_seconds": 60}, {"approvers": []}],
+            },
+        }
+    )
+    escalation = escalation_of(verdict)
+    assert escalation is not None
+    assert (escalation.on_expiry, escalation.then) == ("reject", ())
+
+
+def test_a_case_may_expect_what_happens_on_expiry() -> None:
+    loaded = policy(
+        REFUND_HEAD
+        + ESCALATING_RULE
+        + "    on_expiry: escalate\n    then:\n      - {approvers: [finance], expires_in: 1h}\n"
+    )
+    cases = parse_cases(
+        textwrap.dedent(
+            """\
+            cases:
+              - name: escalates on expiry
+                point: pre_tool_call
+                tool: issue_refund
+                args: {amount: 5}
+                expect: {decision: escalate, on_expiry: escalate}
+              - name: wrongly expects a rejection
+                point: pre_tool_call
+                tool: issue_refund
+                args: {amount: 5}
+                expect: {decision: escalate, on_expiry: reject}
+            """
+        ),
+        "c.yaml",
+    )
+    passed, failed = run_cases(loaded, cases)
+    assert passed.passed
+    assert not failed.passed
+    assert "on expiry: escalate to [finance] for 1h" in failed.got
+    with pytest.raises(PolicyError, match=r"expect\.on_expiry: unknown value 'never'"):
+        parse_cases(
+            "cases:\n  - name: a\n    point: pre_tool_call\n    tool: t\n"
+            "    expect: {decision: escalate, on_expiry: never}\n",
+            "c.yaml",
+        )
