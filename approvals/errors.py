@@ -147,3 +147,12 @@ class AlreadyVoted(ApprovalsError):
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
         super().__init__(f"you already approved request {request_id}; it waits for other approvers")
+
+
+class RunEnded(ApprovalsError):
+    """The run is over (completed, blocked, failed or cancelled): it cannot be cancelled."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(f"run {run_id} already ended (status: {status})")

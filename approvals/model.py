@@ -20,6 +20,8 @@ class RequestStatus(enum.StrEnum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     SUPERSEDED = "superseded"
+    #: Its run was cancelled while it waited: it can no longer be decided.
+    CANCELLED = "cancelled"
 
 
 class OnExpiry(enum.StrEnum):
@@ -85,6 +87,8 @@ class RunStatus(enum.StrEnum):
     #: A policy denied the input, a model call or the final answer: the run stopped there.
     BLOCKED = "blocked"
     FAILED = "failed"
+    #: An operator cancelled it (``approvals runs cancel``): final, it never resumes.
+    CANCELLED = "cancelled"
 
 
 class ExecutionStatus(enum.StrEnum):

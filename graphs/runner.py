@@ -136,6 +136,12 @@ class Runner:
         The caller holds the job (and with it the thread's lock) until this returns.
         """
         job = claimed.job
+        run = await self._runs.get(job.run_id)
+        if run is not None and run.status is RunStatus.CANCELLED:
+            # Read under the thread's lock, which a cancellation also takes: a run cancelled
+            # before this claim is never resumed, whatever decision queued the job.
+            await claimed.complete(JobStatus.SKIPPED, "run cancelled")
+            return None
         graph = self._registry.get(job.graph)
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
         payload: Any = await self._resume_payload(graph, config, job)
@@ -221,7 +227,7 @@ class Runner:
                 # The database went away mid-step: nothing is lost (the step re-runs from its
                 # checkpoint), so leave the run as it is for the job to be retried.
                 raise DatabaseUnavailable(f"{type(exc).__name__}: {exc}") from exc
-            log.exception("run %s failed", run_id)
+            log.exception("run %s failed", run_id, extra={"run_id": run_id})
             error = f"{type(exc).__name__}: {exc}"[:1000]
             return RunOutcome(
                 run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=error

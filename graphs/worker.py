@@ -48,7 +48,13 @@ class Worker:
         async with self._queue.claim() as claimed:
             if claimed is None:
                 return False
-            log.info("resuming run %s for request %s", claimed.job.run_id, claimed.job.request_id)
+            job = claimed.job
+            log.info(
+                "resuming run %s for request %s",
+                job.run_id,
+                job.request_id,
+                extra={"run_id": job.run_id, "request_id": job.request_id, "job_id": job.id},
+            )
             try:
                 await self._runner.resume(claimed)
             except RETRYABLE:

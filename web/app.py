@@ -29,7 +29,7 @@ from approvals.principals import Principal
 from graphs.worker import ExpirySweeper
 from storage.expiry import PgExpiry
 from storage.migrate import upgrade
-from web import api, audit_pages, pages
+from web import api, audit_pages, ops, pages
 from web.engine import Engine, open_engine
 from web.errors import ApiError, status_of
 from web.oidc import CALLBACK_PATH, OidcLogin
@@ -164,6 +164,7 @@ def create_app(
 
     app.include_router(api.router())
     app.include_router(pages.router())
+    app.include_router(ops.router())
     app.include_router(audit_pages.router())
     if settings.oidc_issuer and settings.oidc_client_id and settings.oidc_client_secret:
 

@@ -2,7 +2,7 @@
 
 JSON goes to stdout where a command promises it; errors are one line on stderr. Exit codes:
 0 success, 1 failure (database unreachable, run failed), 2 invalid input, 3 conflict (request no
-longer pending, thread still waiting), 4 not found.
+longer pending, thread still waiting, run already ended), 4 not found.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from approvals.errors import (
     InvalidRunInput,
     RequestNotFound,
     RequestNotPending,
+    RunEnded,
     RunNotFound,
     ThreadBusy,
 )
@@ -43,9 +44,11 @@ from storage.expiry import PgExpiry
 from storage.migrate import upgrade
 from web.cli_accounts import tokens_app, users_app
 from web.cli_audit import audit_app
+from web.cli_ops import retention_app, runs_cancel
 from web.cli_outcomes import outcomes_app
 from web.cli_policy import policy_app
 from web.engine import Engine, open_engine
+from web.logs import configure_logging
 from web.runs import run_report
 from web.serving import bind, demo_login, serve_forever, serving, url_of
 from web.settings import Settings, check_pool_size, load_settings
@@ -68,6 +71,8 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(policy_app, name="policy")
 app.add_typer(users_app, name="users")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(retention_app, name="retention")
+runs_app.command("cancel")(runs_cancel)
 app.add_typer(audit_app, name="audit")
 app.add_typer(outcomes_app, name="outcomes")
 
@@ -75,7 +80,7 @@ EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
 
 
 def _exit_code(exc: ApprovalsError) -> int:
-    if isinstance(exc, RequestNotPending | ThreadBusy | AlreadyVoted | AccountExists):
+    if isinstance(exc, RequestNotPending | ThreadBusy | AlreadyVoted | AccountExists | RunEnded):
         return EXIT_NOT_PENDING
     if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
         return EXIT_NOT_FOUND
@@ -315,9 +320,7 @@ def worker_command(
 ) -> None:
     """Resume runs whose calls were decided, and expire (or escalate) requests past their
     deadline every APPROVALS_SWEEP_INTERVAL_SECONDS. Runs until SIGTERM/SIGINT unless --drain."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    guarded(lambda: configure_logging(load_settings()))
 
     async def main(engine: Engine) -> int:
         worker = engine.worker
@@ -348,9 +351,7 @@ def serve_command(
     ] = False,
 ) -> None:
     """Serve the approvers' web app (and the JSON API) until SIGTERM/SIGINT."""
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    guarded(lambda: configure_logging(load_settings()))
 
     async def serve() -> None:
         settings = load_settings()

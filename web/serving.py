@@ -59,7 +59,11 @@ async def serving(
     app = create_app(
         settings, engine=engine, database_url=database_url, with_worker=with_worker, migrate=False
     )
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+    # log_config=None: uvicorn's records go through the process's handlers (web.logs), in
+    # the same format as everything else.
+    config = uvicorn.Config(
+        app, log_level="warning", log_config=None, lifespan="on", timeout_graceful_shutdown=5
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:

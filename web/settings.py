@@ -135,6 +135,17 @@ class Settings(BaseSettings):
     #: How often workers expire (or escalate) requests past their deadline.
     sweep_interval_seconds: float = Field(default=5.0, gt=0, le=3600)
 
+    # ---- operations (docs/operations.md) ------------------------------------------------
+    #: ``json``: the serve and worker commands log one JSON object per line (stderr).
+    log_format: str = Field(default="text", pattern=r"^(text|json)$")
+    log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
+    #: Set: ``/metrics`` requires ``Authorization: Bearer <token>``. Unset: it is open, so keep
+    #: it off the public network.
+    metrics_token: SecretStr | None = Field(default=None, min_length=16)
+    #: What ``approvals retention prune`` deletes by default: checkpoints of threads whose runs
+    #: all ended longer ago than this (``90m``, ``12h``, ``30d``, ``8w``).
+    retention_older_than: str = Field(default="30d", pattern=r"^[1-9][0-9]*[smhdw]$")
+
 
 def check_pool_size(pool_max_size: int, concurrency: int) -> None:
     """Each resume holds a connection for its claim and needs more for the run itself."""

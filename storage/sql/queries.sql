@@ -690,3 +690,153 @@ WITH due AS (
 SELECT id, 'expired' AS outcome, (SELECT count(*) FROM wake) AS woken FROM expired
 UNION ALL
 SELECT id, 'escalated' AS outcome, 0 AS woken FROM escalated;
+
+-- ==== operations ====
+
+-- name: ops_counts
+-- What /metrics reports, as (family, label, value) rows: one aggregate per table.
+SELECT 'runs' AS family, status AS label, count(*)::float8 AS value FROM runs GROUP BY status
+UNION ALL
+SELECT 'requests', status, count(*) FROM approval_requests GROUP BY status
+UNION ALL
+SELECT 'decisions', kind, count(*) FROM decisions GROUP BY kind
+UNION ALL
+SELECT 'jobs', status, count(*) FROM resume_queue GROUP BY status
+UNION ALL
+SELECT 'executions', status, count(*) FROM tool_executions GROUP BY status
+UNION ALL
+SELECT 'oldest_pending', NULL, extract(epoch FROM now() - min(created_at))
+  FROM approval_requests WHERE status = 'pending';
+
+-- name: ops_latencies
+-- Decision latency (request created -> decided) and resume latency (job queued -> finished),
+-- counted per histogram bucket. `bucket` is how many of the metric's bounds lie below the
+-- value: the index of the first bound the value is within (len(bounds) when above them all).
+SELECT l.metric,
+       (SELECT count(*)
+          FROM unnest(CASE l.metric WHEN 'decision' THEN %(decision_bounds)s::float8[]
+                                    ELSE %(resume_bounds)s::float8[] END) AS b (bound)
+         WHERE b.bound < l.seconds) AS bucket,
+       count(*) AS n, sum(l.seconds) AS total
+  FROM (SELECT 'decision' AS metric,
+               extract(epoch FROM d.decided_at - a.created_at)::float8 AS seconds
+          FROM decisions d JOIN approval_requests a ON a.id = d.request_id
+        UNION ALL
+        SELECT 'resume', extract(epoch FROM q.finished_at - q.created_at)::float8
+          FROM resume_queue q
+         WHERE q.status IN ('done', 'failed') AND q.finished_at IS NOT NULL) l
+ GROUP BY 1, 2;
+
+-- name: schema_versions
+-- The engine's Alembic revision and LangGraph's checkpoint-table version, as applied.
+SELECT (SELECT version_num FROM alembic_version LIMIT 1) AS revision,
+       (SELECT max(v) FROM checkpoint_migrations) AS checkpoints;
+
+-- name: lock_run_thread
+-- The thread lock of a run, for this transaction: waits until a step in progress settles.
+SELECT status, pg_advisory_xact_lock(hashtextextended(thread_id, 7277))::text AS locked
+  FROM runs WHERE id = %(run_id)s;
+
+-- name: cancel_run
+-- Cancel a run that has not ended, under its thread's lock: the run, its pending requests and
+-- its queued resume jobs, each with its audit entry, all or nothing. A job a worker holds is
+-- left to it (SKIP LOCKED): the worker finds the run cancelled and skips it. A decision racing
+-- this either consumed its request first (its job is skipped, here or by the worker) or finds
+-- the request cancelled. No row: the run had already ended.
+WITH run AS (
+    UPDATE runs
+       SET status = 'cancelled', error = %(error)s, updated_at = now()
+     WHERE id = %(run_id)s AND status IN ('running', 'waiting')
+    RETURNING id
+), requests AS (
+    UPDATE approval_requests a
+       SET status = 'cancelled', decided_at = now()
+      FROM run
+     WHERE a.run_id = run.id AND a.status = 'pending'
+    RETURNING a.id, a.run_id, a.call_id
+), jobs AS (
+    UPDATE resume_queue q
+       SET status = 'skipped', last_error = 'run cancelled', finished_at = now()
+     WHERE q.id IN (SELECT j.id FROM resume_queue j
+                     WHERE j.run_id = (SELECT id FROM run) AND j.status = 'queued'
+                       FOR UPDATE SKIP LOCKED)
+    RETURNING q.id, q.run_id, q.request_id
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, request_id, call_id, principal, data)
+    SELECT 'request.cancelled', r.run_id, r.id, r.call_id, %(principal)s,
+           jsonb_build_object('reason', %(reason)s::text)
+      FROM requests r
+    UNION ALL
+    SELECT 'resume.skipped', j.run_id, j.request_id, NULL, %(principal)s,
+           jsonb_build_object('job', j.id, 'error', 'run cancelled', 'settled', false)
+      FROM jobs j
+    UNION ALL
+    SELECT 'run.cancelled', run.id, NULL, NULL, %(principal)s,
+           jsonb_build_object('reason', %(reason)s::text,
+                              'requests', (SELECT count(*) FROM requests),
+                              'jobs', (SELECT count(*) FROM jobs))
+      FROM run
+)
+SELECT run.id, (SELECT count(*) FROM requests) AS requests, (SELECT count(*) FROM jobs) AS jobs
+  FROM run;
+
+-- name: prunable_threads
+-- The next threads (in thread id order, after `after`) whose runs all ended before the cutoff,
+-- each locked for this transaction unless a step holds it (`locked` false: left for later).
+SELECT t.thread_id, pg_try_advisory_xact_lock(hashtextextended(t.thread_id, 7277)) AS locked
+  FROM (SELECT thread_id FROM runs
+         WHERE thread_id > %(after)s
+         GROUP BY thread_id
+        HAVING bool_and(status IN ('completed', 'blocked', 'failed', 'cancelled'))
+           AND max(updated_at) < now() - %(older_than)s::interval
+         ORDER BY thread_id
+         LIMIT %(limit)s) t;
+
+-- name: prune_checkpoints
+-- Delete LangGraph's checkpoints of the given (locked) threads, checking again under the lock
+-- that every run of each ended before the cutoff. The engine's own tables are not touched.
+WITH threads AS (
+    SELECT thread_id FROM runs
+     WHERE thread_id = ANY(%(threads)s::text[])
+     GROUP BY thread_id
+    HAVING bool_and(status IN ('completed', 'blocked', 'failed', 'cancelled'))
+       AND max(updated_at) < now() - %(older_than)s::interval
+), blobs AS (
+    DELETE FROM checkpoint_blobs WHERE thread_id IN (SELECT thread_id FROM threads)
+    RETURNING thread_id
+), writes AS (
+    DELETE FROM checkpoint_writes WHERE thread_id IN (SELECT thread_id FROM threads)
+    RETURNING thread_id
+), checkpoints AS (
+    DELETE FROM checkpoints WHERE thread_id IN (SELECT thread_id FROM threads)
+    RETURNING thread_id
+)
+SELECT (SELECT count(*) FROM (SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes
+                              UNION SELECT thread_id FROM blobs) t) AS threads,
+       (SELECT count(*) FROM checkpoints) AS checkpoints,
+       (SELECT count(*) FROM writes) AS writes,
+       (SELECT count(*) FROM blobs) AS blobs;
+
+-- name: count_prunable_checkpoints
+-- What prune_checkpoints would delete across all threads now (a dry run; no locks taken).
+WITH threads AS (
+    SELECT thread_id FROM runs
+     GROUP BY thread_id
+    HAVING bool_and(status IN ('completed', 'blocked', 'failed', 'cancelled'))
+       AND max(updated_at) < now() - %(older_than)s::interval
+), counted AS (
+    SELECT t.thread_id,
+           (SELECT count(*) FROM checkpoints c WHERE c.thread_id = t.thread_id) AS checkpoints,
+           (SELECT count(*) FROM checkpoint_writes w WHERE w.thread_id = t.thread_id) AS writes,
+           (SELECT count(*) FROM checkpoint_blobs b WHERE b.thread_id = t.thread_id) AS blobs
+      FROM threads t
+)
+SELECT count(*) FILTER (WHERE checkpoints + writes + blobs > 0) AS threads,
+       COALESCE(sum(checkpoints), 0) AS checkpoints, COALESCE(sum(writes), 0) AS writes,
+       COALESCE(sum(blobs), 0) AS blobs
+  FROM counted;
+
+-- name: record_prune
+-- The audit entry of a retention pass: who pruned what, how old (the log itself stays whole).
+INSERT INTO audit_events (kind, principal, data)
+VALUES ('retention.pruned', %(principal)s, %(data)s);

@@ -1,0 +1,299 @@
+"""Operations: what ``/metrics`` and ``/readyz`` read, cancelling a run, pruning checkpoints.
+
+Metrics are computed from the engine's tables on each scrape (a few aggregates), so every
+process reports the same numbers and nothing is lost when one restarts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from alembic.script import ScriptDirectory
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from approvals.errors import RunEnded, RunNotFound
+from approvals.model import DecisionKind, ExecutionStatus, JobStatus, RequestStatus, RunStatus
+from storage.db import Database, json
+from storage.migrate import alembic_config
+
+#: Bucket bounds (seconds) of the decision-latency histogram: humans take minutes to days.
+DECISION_BOUNDS: tuple[float, ...] = (
+    5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 8 * 3600, 24 * 3600, 3 * 24 * 3600
+)  # fmt: skip
+#: Bucket bounds (seconds) of the resume-latency histogram: decided -> resumed step finished.
+RESUME_BOUNDS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+#: Threads pruned per transaction (each holds one advisory lock per thread until it commits).
+PRUNE_BATCH = 200
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Histogram:
+    """A Prometheus histogram: cumulative counts per upper bound, their total and sum."""
+
+    bounds: tuple[float, ...]
+    cumulative: tuple[int, ...]
+    count: int
+    sum: float
+
+    @classmethod
+    def from_buckets(cls, bounds: Sequence[float], rows: Sequence[dict[str, Any]]) -> Histogram:
+        """From rows of (bucket index, n, total): index ``i`` holds values within
+        ``bounds[i]`` and above the bound before; ``len(bounds)`` those above every bound."""
+        per_bucket = [0] * (len(bounds) + 1)
+        total = 0.0
+        for row in rows:
+            per_bucket[min(int(row["bucket"]), len(bounds))] += int(row["n"])
+            total += float(row["total"] or 0)
+        cumulative, running = [], 0
+        for n in per_bucket[:-1]:
+            running += n
+            cumulative.append(running)
+        return cls(
+            bounds=tuple(bounds),
+            cumulative=tuple(cumulative),
+            count=sum(per_bucket),
+            sum=total,
+        )
+
+
+def _by_label(statuses: Sequence[str], counted: dict[str, float]) -> dict[str, int]:
+    """Every known label (zero when absent), then any the database has that we do not know."""
+    return {s: 0 for s in statuses} | {k: int(v) for k, v in counted.items()}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MetricsSnapshot:
+    """The engine's state as /metrics reports it, read at one moment."""
+
+    runs: dict[str, int]
+    requests: dict[str, int]
+    decisions: dict[str, int]
+    jobs: dict[str, int]
+    executions: dict[str, int]
+    oldest_pending_seconds: float
+    decision_latency: Histogram
+    resume_latency: Histogram
+
+    @property
+    def pending(self) -> int:
+        return self.requests.get(RequestStatus.PENDING, 0)
+
+    @property
+    def queued(self) -> int:
+        return self.jobs.get(JobStatus.QUEUED, 0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SchemaState:
+    """The schema versions applied to the database, and the ones this code expects."""
+
+    revision: str | None
+    head: str | None
+    checkpoints: int | None
+    checkpoints_head: int
+
+    @property
+    def problem(self) -> str | None:
+        """Why the schema is not the one this code needs, or ``None`` when it is."""
+        if self.revision != self.head:
+            return (
+                f"migrations are at {self.revision or 'nothing'}, not at head {self.head};"
+                " run `approvals db upgrade`"
+            )
+        if self.checkpoints is None or self.checkpoints < self.checkpoints_head:
+            return "LangGraph's checkpoint tables are not set up; run `approvals db upgrade`"
+        return None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cancellation:
+    """A cancelled run: how many pending requests it closed and queued resumes it skipped."""
+
+    run_id: str
+    requests: int
+    jobs: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": RunStatus.CANCELLED.value,
+            "requests_cancelled": self.requests,
+            "jobs_skipped": self.jobs,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pruned:
+    """What a retention pass deleted (or, in a dry run, would delete)."""
+
+    threads: int = 0
+    checkpoints: int = 0
+    writes: int = 0
+    blobs: int = 0
+    dry_run: bool = False
+    #: Threads left for a later pass because a step held them.
+    busy: int = 0
+
+    def __add__(self, other: Pruned) -> Pruned:
+        return Pruned(
+            threads=self.threads + other.threads,
+            checkpoints=self.checkpoints + other.checkpoints,
+            writes=self.writes + other.writes,
+            blobs=self.blobs + other.blobs,
+            dry_run=self.dry_run,
+            busy=self.busy + other.busy,
+        )
+
+    @property
+    def rows(self) -> int:
+        return self.checkpoints + self.writes + self.blobs
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "threads": self.threads,
+            "checkpoints": self.checkpoints,
+            "checkpoint_writes": self.writes,
+            "checkpoint_blobs": self.blobs,
+            "rows": self.rows,
+            "busy_threads": self.busy,
+            "dry_run": self.dry_run,
+        }
+
+
+@functools.cache
+def schema_heads() -> tuple[str | None, int]:
+    """The Alembic head revision and LangGraph's latest checkpoint migration."""
+    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
+    return head, len(AsyncPostgresSaver.MIGRATIONS) - 1
+
+
+class PgOperations:
+    """The queries behind metrics, readiness, ``runs cancel`` and ``retention prune``."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def metrics(self) -> MetricsSnapshot:
+        counts: dict[str, dict[str, float]] = {}
+        oldest = 0.0
+        for row in await self._db.all("ops_counts", {}):
+            if row["family"] == "oldest_pending":
+                oldest = float(row["value"] or 0)
+            else:
+                counts.setdefault(row["family"], {})[row["label"]] = row["value"]
+        latencies = await self._db.all(
+            "ops_latencies",
+            {
+                "decision_bounds": [float(b) for b in DECISION_BOUNDS],
+                "resume_bounds": [float(b) for b in RESUME_BOUNDS],
+            },
+        )
+        return MetricsSnapshot(
+            runs=_by_label(list(RunStatus), counts.get("runs", {})),
+            requests=_by_label(list(RequestStatus), counts.get("requests", {})),
+            decisions=_by_label(list(DecisionKind), counts.get("decisions", {})),
+            jobs=_by_label(list(JobStatus), counts.get("jobs", {})),
+            executions=_by_label(list(ExecutionStatus), counts.get("executions", {})),
+            oldest_pending_seconds=oldest,
+            decision_latency=Histogram.from_buckets(
+                DECISION_BOUNDS, [r for r in latencies if r["metric"] == "decision"]
+            ),
+            resume_latency=Histogram.from_buckets(
+                RESUME_BOUNDS, [r for r in latencies if r["metric"] == "resume"]
+            ),
+        )
+
+    async def schema(self) -> SchemaState:
+        """The applied schema versions (raises ``DatabaseUnavailable`` when unreachable)."""
+        row = await self._db.one("schema_versions", {})
+        head, checkpoints_head = schema_heads()
+        return SchemaState(
+            revision=row["revision"] if row else None,
+            head=head,
+            checkpoints=row["checkpoints"] if row else None,
+            checkpoints_head=checkpoints_head,
+        )
+
+    async def cancel(self, run_id: str, *, principal: str, reason: str | None) -> Cancellation:
+        """Cancel a run that has not ended; waits for a step in progress to settle first.
+
+        Its pending requests become ``cancelled`` (no decision can consume them), its queued
+        resume jobs ``skipped``; the audit log records who cancelled it and why. Raises
+        ``RunNotFound`` or ``RunEnded``."""
+        error = f"cancelled by {principal}" + (f": {reason}" if reason else "")
+        async with self._db.transaction() as conn:
+            found = await self._db.one("lock_run_thread", {"run_id": run_id}, conn)
+            if found is None:
+                raise RunNotFound(run_id)
+            row = await self._db.one(
+                "cancel_run",
+                {"run_id": run_id, "principal": principal, "reason": reason, "error": error},
+                conn,
+            )
+        if row is None:
+            # Read after the commit: the status that made the run not cancellable.
+            status = await self._db.one("get_run", {"id": run_id})
+            raise RunEnded(run_id, status["status"] if status else "unknown")
+        return Cancellation(run_id=run_id, requests=int(row["requests"]), jobs=int(row["jobs"]))
+
+    async def prune(
+        self,
+        older_than: timedelta,
+        *,
+        principal: str,
+        dry_run: bool = False,
+        batch: int = PRUNE_BATCH,
+    ) -> Pruned:
+        """Delete the LangGraph checkpoints of threads whose runs all ended more than
+        ``older_than`` ago. Runs, requests, decisions, executions and the audit log stay whole;
+        a thread with a run still running or waiting is never touched."""
+        params: dict[str, Any] = {"older_than": older_than}
+        if dry_run:
+            row = await self._db.one("count_prunable_checkpoints", params)
+            assert row is not None
+            return _pruned(row, dry_run=True)
+        total, after = Pruned(), ""
+        while True:
+            async with self._db.transaction() as conn:
+                candidates = await self._db.all(
+                    "prunable_threads", params | {"after": after, "limit": batch}, conn
+                )
+                if not candidates:
+                    break
+                after = candidates[-1]["thread_id"]
+                locked = [c["thread_id"] for c in candidates if c["locked"]]
+                busy = len(candidates) - len(locked)
+                if locked:
+                    row = await self._db.one(
+                        "prune_checkpoints", params | {"threads": locked}, conn
+                    )
+                    assert row is not None
+                    total += _pruned(row) + Pruned(busy=busy)
+                else:
+                    total += Pruned(busy=busy)
+            if len(candidates) < batch:
+                break
+        await self._db.run(
+            "record_prune",
+            {
+                "principal": principal,
+                "data": json(
+                    {"older_than_seconds": int(older_than.total_seconds())} | total.to_json()
+                ),
+            },
+        )
+        return total
+
+
+def _pruned(row: dict[str, Any], *, dry_run: bool = False) -> Pruned:
+    return Pruned(
+        threads=int(row["threads"]),
+        checkpoints=int(row["checkpoints"]),
+        writes=int(row["writes"]),
+        blobs=int(row["blobs"]),
+        dry_run=dry_run,
+    )

@@ -1,0 +1,160 @@
+"""/metrics, /healthz and /readyz over real HTTP, against the app's own database."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import psycopg
+import pytest
+
+from tests.integration.helpers import start_refund
+from tests.web.conftest import Server
+from web.engine import Engine
+from web.settings import Settings
+
+METRICS_TOKEN = "metrics-token-" + "m" * 16
+SAMPLE = re.compile(r'^([a-z_]+)(?:\{([a-z_]+="[^"]*"(?:,[a-z_]+="[^"]*")*)\})? (\S+)$')
+
+
+@pytest.fixture
+def web_settings(database_url: str, tmp_path: Path) -> Settings:
+    """The shared web settings, with /metrics behind a bearer token."""
+    return Settings(
+        database_url=database_url,
+        data_dir=tmp_path,
+        config_file=tmp_path / "none.toml",
+        secret_key="test-secret-key-" + "x" * 32,
+        metrics_token=METRICS_TOKEN,
+    )
+
+
+def scrape(server: Server) -> dict[str, float]:
+    """The exposition, checked line by line, as {'name{labels}': value}."""
+    response = httpx.get(
+        f"{server.url}/metrics",
+        headers={"authorization": f"Bearer {METRICS_TOKEN}"},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples: dict[str, float] = {}
+    typed: set[str] = set()
+    for line in response.text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            assert kind in {"gauge", "counter", "histogram"}
+            typed.add(name)
+            continue
+        if line.startswith("# HELP "):
+            continue
+        match = SAMPLE.match(line)
+        assert match, f"not a sample line: {line!r}"
+        name, labels, value = match.groups()
+        family = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert name in typed or family in typed, f"{name} has no TYPE line"
+        samples[f"{name}{{{labels}}}" if labels else name] = float(value)
+    return samples
+
+
+def wait_for(check: object, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+
+
+def test_healthz_answers_without_the_database(server: Server) -> None:
+    response = httpx.get(f"{server.url}/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz_is_ready_at_head(server: Server) -> None:
+    response = httpx.get(f"{server.url}/readyz")
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "ready"
+    assert response.json()["revision"] == "0008"
+
+
+def test_readyz_is_503_while_the_database_refuses_connections(
+    server: Server, admin_url: str, database_url: str
+) -> None:
+    name = urlsplit(database_url).path.lstrip("/")
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        # Refuse new connections and end the app's: its pool can reach nothing.
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')  # type: ignore[arg-type]
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+            response = httpx.get(f"{server.url}/readyz", timeout=30)
+            assert response.status_code == 503
+            assert response.json()["status"] == "unavailable"
+            assert response.json()["reason"]
+            assert httpx.get(f"{server.url}/healthz").status_code == 200
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')  # type: ignore[arg-type]
+
+    def ready() -> bool:
+        return httpx.get(f"{server.url}/readyz", timeout=30).status_code == 200
+
+    wait_for(ready)
+
+
+def test_metrics_need_the_token_when_one_is_set(server: Server) -> None:
+    assert httpx.get(f"{server.url}/metrics").status_code == 401
+    wrong = httpx.get(f"{server.url}/metrics", headers={"authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    assert wrong.headers["www-authenticate"] == "Bearer"
+    assert "/metrics" not in httpx.get(f"{server.url}/api/openapi.json").text
+
+
+async def test_metrics_follow_a_request_its_decision_and_the_resume(
+    server: Server, engine: Engine
+) -> None:
+    empty = await asyncio.to_thread(scrape, server)
+    assert empty["approvals_pending_requests"] == 0
+    assert empty['approvals_decisions_total{kind="approve"}'] == 0
+    assert empty["approvals_decision_latency_seconds_count"] == 0
+    assert empty['approvals_decision_latency_seconds_bucket{le="+Inf"}'] == 0
+    assert empty["approvals_resume_queue_depth"] == 0
+    assert empty['approvals_failures{kind="outcome_unknown"}'] == 0
+
+    run = await start_refund(engine)
+    waiting = await asyncio.to_thread(scrape, server)
+    assert waiting["approvals_pending_requests"] == 1
+    assert waiting['approvals_requests{status="pending"}'] == 1
+    assert waiting['approvals_runs{status="waiting"}'] == 1
+    assert waiting["approvals_oldest_pending_request_age_seconds"] >= 0
+
+    await engine.decide(run.pending[0], "approve", principal="bob")
+
+    def resumed() -> bool:
+        return scrape(server)['approvals_runs{status="completed"}'] == 1
+
+    # The server's own worker resumes the run.
+    await asyncio.to_thread(wait_for, resumed)
+    done = await asyncio.to_thread(scrape, server)
+    assert done["approvals_pending_requests"] == 0
+    assert done['approvals_decisions_total{kind="approve"}'] == 1
+    assert done["approvals_decision_latency_seconds_count"] == 1
+    assert done['approvals_decision_latency_seconds_bucket{le="+Inf"}'] == 1
+    assert done["approvals_decision_latency_seconds_sum"] > 0
+    assert done["approvals_resume_latency_seconds_count"] == 1
+    assert done['approvals_resume_jobs{status="done"}'] == 1
+    assert done["approvals_resume_queue_depth"] == 0
+    # Buckets are cumulative: never fewer for a larger bound.
+    buckets = [
+        (float(m.group(1).replace("+Inf", "inf")), v)
+        for k, v in done.items()
+        if (m := re.fullmatch(r'approvals_resume_latency_seconds_bucket\{le="(.+)"\}', k))
+    ]
+    counts = [v for _, v in sorted(buckets)]
+    assert counts == sorted(counts)
+    assert counts[-1] == 1
