@@ -16,6 +16,7 @@ import os
 import shlex
 import signal
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -150,6 +151,8 @@ def guarded(call: Callable[[], T]) -> T:
     try:
         return call()
     except ApprovalsError as exc:
+        if os.environ.get("APPROVALS_DEBUG") == "1":
+            traceback.print_exc()
         fail(str(exc), _exit_code(exc))
     except Exception as exc:
         if os.environ.get("APPROVALS_DEBUG") == "1":

@@ -147,7 +147,18 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
             async with open_engine(url, settings) as engine:
                 for run in runs[:4]:
                     await engine.decide(run.pending[0], "approve", principal="bob")
-            await asyncio.sleep(0.5)  # the worker is resuming while the database goes away
+
+                async def resuming() -> bool:
+                    effects = [await side_effects(engine, r.run_id, "refund-1001") for r in runs]
+                    return any(effects)
+
+                # The worker is resuming (a first refund went out) when the database goes away.
+                try:
+                    await eventually(resuming, timeout=60, interval=0.05)
+                except AssertionError:
+                    worker.kill()
+                    out, err = await worker.communicate()
+                    raise AssertionError(f"no resume: {out.decode()} {err.decode()}") from None
             assert stop_embedded(data_dir)
             await asyncio.sleep(1)
             assert start_embedded(data_dir) == url
@@ -155,12 +166,37 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
                 for run in runs[4:]:
                     await engine.decide(run.pending[0], "approve", principal="bob")
 
+                async def settled() -> bool:
+                    """Every run completed, or waiting for an operator to reconcile a call the
+                    restart interrupted (its outcome is unknown: it is never run again)."""
+                    for r in runs:
+                        run = await engine.runs.get(r.run_id)
+                        if run is None or run.status not in ("completed", "waiting"):
+                            return False
+                        if run.status == "waiting" and not await reconcile_requests(r.run_id):
+                            return False
+                    return True
+
+                async def reconcile_requests(run_id: str) -> list[str]:
+                    return [
+                        q.id
+                        for q in await engine.requests.for_run(run_id)
+                        if q.status == "pending" and q.tool.startswith("@reconcile:")
+                    ]
+
+                await eventually(settled, timeout=90, interval=0.5)
+                assert worker.returncode is None  # the worker rode out the restart
+                # An operator reconciles what the restart interrupted: the refund went out.
+                for run in runs:
+                    for request_id in await reconcile_requests(run.run_id):
+                        assert await side_effects(engine, run.run_id, "refund-1001")
+                        await engine.decide(request_id, "approve", principal="olga")
+
                 async def all_completed() -> bool:
                     got = [await engine.runs.get(r.run_id) for r in runs]
                     return all(r is not None and r.status == "completed" for r in got)
 
-                await eventually(all_completed, timeout=120, interval=0.5)
-                assert worker.returncode is None  # the worker rode out the restart
+                await eventually(all_completed, timeout=60, interval=0.5)
                 for run in runs:
                     # Exactly once each: no run lost, no refund repeated.
                     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
