@@ -2,7 +2,8 @@
 #   make test   lint + type-check + import contracts + pytest
 #               (APPROVALS_TEST_DATABASE_URL=postgresql://... to use an existing server,
 #                unset to use the embedded one)
-#   make demo   run the demo;  make bench   run the benchmarks;  make fmt   auto-format
+#   make demo   run the demo;  make bench   run the benchmarks;  make soak   kill processes, count
+#   make fmt    auto-format
 
 PY ?= python3
 VENV := .venv
@@ -12,7 +13,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-$(firstword $(shell cksum pyproject.toml))
 
 .DEFAULT_GOAL := test
-.PHONY: venv install test lint fmt demo bench
+.PHONY: venv install test lint fmt demo bench soak
 
 venv: $(BIN)/python
 
@@ -47,3 +48,6 @@ demo: install
 bench: install
 	$(BIN)/python bench/approval_cycle.py
 	$(BIN)/python bench/governance_overhead.py
+
+soak: install
+	$(BIN)/python bench/soak.py
