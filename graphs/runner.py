@@ -145,8 +145,9 @@ class Runner:
         graph = self._registry.get(job.graph)
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
         payload: Any = await self._resume_payload(graph, config, job)
-        if payload is _NOTHING_TO_RESUME:
-            await claimed.complete(JobStatus.SKIPPED)
+        if isinstance(payload, _Finished):
+            settled = _outcome_of(payload.values, job.run_id, job.thread_id)
+            await claimed.complete(JobStatus.SKIPPED, None, settled.settlement)
             return None
         outcome = await self._invoke(
             graph, payload, job.run_id, job.thread_id, first_sequence=job.next_sequence
@@ -176,17 +177,17 @@ class Runner:
             for intr in task.interrupts:
                 if _request_of(intr) == job.request_id:
                     return Command(resume={intr.id: ref})
-        messages = state.values.get("messages", []) if isinstance(state.values, dict) else []
-        answered = any(getattr(m, "tool_call_id", None) == job.call_id for m in messages)
-        if state.tasks and not answered:
-            # The process running the step died after the request was recorded and before
-            # its interrupt was checkpointed (checkpoints are written in the background, so
-            # the step's own checkpoint may be missing too): continue the thread. The call
-            # reads its decision from the database, and the ledger keeps it to one execution.
+        if state.tasks:
+            # The thread has unfinished steps and this call no longer waits: the process
+            # running it died after the request was recorded but before its interrupt was
+            # checkpointed, or after the call was answered but before the graph went on.
+            # Continue the thread: calls read their decisions from the database, finished
+            # tasks are not run again, and the ledger keeps every call to one execution.
             return None
-        # Already resumed (by a sibling call's resume, or a worker that died after the
-        # checkpoint): doing it again would be the double execution.
-        return _NOTHING_TO_RESUME
+        # The graph ended (a sibling's resume finished it, or a worker died after the last
+        # checkpoint but before it settled the run): nothing to run, but the run is settled
+        # from the final state so that it never stays "waiting".
+        return _Finished(state.values if isinstance(state.values, dict) else {})
 
     async def _invoke(
         self,
@@ -235,7 +236,13 @@ class Runner:
         return _outcome_of(result, run_id, thread_id)
 
 
-_NOTHING_TO_RESUME = object()
+@dataclasses.dataclass(frozen=True)
+class _Finished:
+    """The thread's graph has ended; ``values`` is its final state."""
+
+    values: dict[str, Any]
+
+
 _SHUTDOWN_REASONS = {
     RunStatus.COMPLETED: "completed",
     # summary.reason is completed | error | cancelled (AGENT-HOOKS-0.1 §4.2): a run a policy

@@ -184,7 +184,23 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
                         if q.status == "pending" and q.tool.startswith("@reconcile:")
                     ]
 
-                await eventually(settled, timeout=90, interval=0.5)
+                try:
+                    await eventually(settled, timeout=90, interval=0.5)
+                except AssertionError:
+                    report = []
+                    for r in runs:
+                        run = await engine.runs.get(r.run_id)
+                        requests = await engine.requests.for_run(r.run_id)
+                        executions = await engine.ledger.for_run(r.run_id)
+                        report.append(
+                            (
+                                run.status if run else None,
+                                [(q.tool, q.status.value) for q in requests],
+                                [e.status.value for e in executions],
+                            )
+                        )
+                    jobs = await engine.db.all("queued_jobs", {})
+                    raise AssertionError(f"not settled: {report} queued: {jobs}") from None
                 assert worker.returncode is None  # the worker rode out the restart
                 # An operator reconciles what the restart interrupted: the refund went out.
                 for run in runs:
