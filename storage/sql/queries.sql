@@ -31,50 +31,10 @@ SELECT run.*, pg_advisory_lock(hashtextextended(run.thread_id, 7277))::text AS l
 SELECT * FROM runs WHERE id = %(id)s;
 
 -- name: settle_run_and_unlock
--- Settle a run and release the thread lock this session took for it, with the audit events of
--- the step (its policy denials and transforms, payload-free) and of the run's new status.
-WITH recorded AS (
-    INSERT INTO interception_records
-        (run_id, session_id, sequence, point, decision, reason, interceptor, mode,
-         input_identity, enforced_identity, resolved_by, record)
-    SELECT %(run_id)s, x.session_id, x.sequence, x.point, x.decision, x.reason, x.interceptor,
-           x.mode, x.input_identity, x.enforced_identity, x.resolved_by, x.record
-      FROM jsonb_to_recordset(%(records)s::jsonb) AS x(
-           session_id text, sequence bigint, point text, decision text, reason text,
-           interceptor text, mode text, input_identity text, enforced_identity text,
-           resolved_by text, record jsonb)
-), settled AS (
-    SELECT approvals_settle_run(%(run_id)s, %(status)s, %(error)s, %(answer)s,
-                                %(request_ids)s::uuid[], %(interrupt_ids)s::text[]) AS s
-), audit AS (
-    INSERT INTO audit_events
-        (kind, run_id, request_id, call_id, tool, state_version, principal, data)
-    SELECT e.kind, e.run_id, e.request_id, e.call_id, e.tool, e.state_version, e.principal,
-           e.data
-      FROM (
-        SELECT 1 AS part, x.sequence AS position, 'policy.' || x.decision AS kind,
-               %(run_id)s::uuid AS run_id, NULL::uuid AS request_id, NULL::text AS call_id,
-               NULL::text AS tool, NULL::text AS state_version, NULL::text AS principal,
-               jsonb_build_object('point', x.point, 'reason', x.reason,
-                                  'interceptor', x.interceptor, 'mode', x.mode,
-                                  'sequence', x.sequence, 'session_id', x.session_id,
-                                  'input_identity', x.input_identity,
-                                  'enforced_identity', x.enforced_identity,
-                                  'resolved_by', x.resolved_by) AS data
-          FROM jsonb_to_recordset(%(records)s::jsonb) AS x(
-                 session_id text, sequence bigint, point text, decision text, reason text,
-                 interceptor text, mode text, input_identity text, enforced_identity text,
-                 resolved_by text, record jsonb)
-         WHERE x.decision IN ('deny', 'transform')
-        UNION ALL
-        SELECT 2, 0, 'run.' || %(status)s::text, %(run_id)s::uuid, NULL, NULL, NULL, NULL,
-               NULL, jsonb_build_object('error', left(%(error)s::text, 500))
-      ) e
-     WHERE (SELECT count(*) FROM settled) > 0
-     ORDER BY e.part, e.position
-    RETURNING id
-)
-SELECT (SELECT count(*) FROM audit)::text AS settled,
+-- Settle a run and release the thread lock this session took for it, with the step's
+-- interception records and audit events (approvals_settle_step).
+SELECT approvals_settle_step(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s, %(answer)s,
+                             %(request_ids)s::uuid[], %(interrupt_ids)s::text[])::text AS settled,
        pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
 
 -- name: open_request
@@ -244,64 +204,27 @@ SELECT pg_advisory_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
 SELECT pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
 
 -- name: finish_job
--- Close a claimed job and settle its run when a status is given, with the audit events of the
--- step (policy denials and transforms, payload-free), of the run's new status and of the job's
--- end (resume.finished, .skipped or .failed), written after the settlement locked its rows.
+-- Close a claimed job, and end its step (approvals_settle_step: the step's interception records,
+-- the run's settlement when a status is given, their audit events), then write the job's end
+-- (resume.finished, .skipped or .failed), after the settlement locked its rows.
 WITH job AS (
     UPDATE resume_queue
        SET status = %(status)s, last_error = %(error)s, attempts = attempts + 1,
            finished_at = now()
      WHERE id = %(id)s
     RETURNING *
-), recorded AS (
-    INSERT INTO interception_records
-        (run_id, session_id, sequence, point, decision, reason, interceptor, mode,
-         input_identity, enforced_identity, resolved_by, record)
-    SELECT %(run_id)s, x.session_id, x.sequence, x.point, x.decision, x.reason, x.interceptor,
-           x.mode, x.input_identity, x.enforced_identity, x.resolved_by, x.record
-      FROM jsonb_to_recordset(%(records)s::jsonb) AS x(
-           session_id text, sequence bigint, point text, decision text, reason text,
-           interceptor text, mode text, input_identity text, enforced_identity text,
-           resolved_by text, record jsonb)
 ), settled AS (
-    SELECT approvals_settle_run(%(run_id)s, %(run_status)s, %(error)s, %(answer)s,
-                                %(request_ids)s::uuid[], %(interrupt_ids)s::text[])
-     WHERE %(run_status)s::text IS NOT NULL
-), request AS (
-    SELECT a.id, a.call_id, a.tool, a.state_version
-      FROM approval_requests a JOIN job ON a.id = job.request_id
+    SELECT approvals_settle_step(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
+                                 %(answer)s, %(request_ids)s::uuid[], %(interrupt_ids)s::text[])
+           AS written
 )
-INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, principal, data)
-SELECT e.kind, e.run_id, e.request_id, e.call_id, e.tool, e.state_version, e.principal, e.data
-  FROM (
-    SELECT 1 AS part, x.sequence AS position, 'policy.' || x.decision AS kind,
-           %(run_id)s::uuid AS run_id, NULL::uuid AS request_id, NULL::text AS call_id,
-           NULL::text AS tool, NULL::text AS state_version, NULL::text AS principal,
-           jsonb_build_object('point', x.point, 'reason', x.reason,
-                              'interceptor', x.interceptor, 'mode', x.mode,
-                              'sequence', x.sequence, 'session_id', x.session_id,
-                              'input_identity', x.input_identity,
-                              'enforced_identity', x.enforced_identity,
-                              'resolved_by', x.resolved_by) AS data
-      FROM jsonb_to_recordset(%(records)s::jsonb) AS x(
-             session_id text, sequence bigint, point text, decision text, reason text,
-             interceptor text, mode text, input_identity text, enforced_identity text,
-             resolved_by text, record jsonb)
-     WHERE x.decision IN ('deny', 'transform')
-    UNION ALL
-    SELECT 2, 0, 'run.' || %(run_status)s::text, %(run_id)s::uuid, NULL, NULL, NULL, NULL,
-           NULL, jsonb_build_object('error', left(%(error)s::text, 500))
-     WHERE %(run_status)s::text IS NOT NULL
-    UNION ALL
-    SELECT 3, 0,
-           CASE job.status WHEN 'done' THEN 'resume.finished' ELSE 'resume.' || job.status END,
-           job.run_id, job.request_id, r.call_id, r.tool, r.state_version, NULL,
-           jsonb_build_object('job', job.id, 'error', left(job.last_error, 500),
-                              'settled', (SELECT count(*) FROM settled) > 0)
-      FROM job LEFT JOIN request r ON r.id = job.request_id
-  ) e
- WHERE (SELECT count(*) FROM settled) >= 0
- ORDER BY e.part, e.position;
+INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, data)
+SELECT CASE job.status WHEN 'done' THEN 'resume.finished' ELSE 'resume.' || job.status END,
+       job.run_id, job.request_id, r.call_id, r.tool, r.state_version,
+       jsonb_build_object('job', job.id, 'error', left(job.last_error, 500),
+                          'settled', %(run_status)s::text IS NOT NULL)
+  FROM job LEFT JOIN approval_requests r ON r.id = job.request_id
+ WHERE (SELECT written FROM settled) >= 0;
 
 -- name: queued_jobs
 SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';

@@ -78,7 +78,7 @@ def test_readyz_is_ready_at_head(server: Server) -> None:
     response = httpx.get(f"{server.url}/readyz")
     assert response.status_code == 200, response.text
     assert response.json()["status"] == "ready"
-    assert response.json()["revision"] == "0008"
+    assert response.json()["revision"] == "0009"
 
 
 def test_readyz_is_503_while_the_database_refuses_connections(
