@@ -57,6 +57,15 @@ class PgNotifications:
         """A request's deliveries, by escalation level and channel."""
         return await self._db.all("request_notifications", {"request_id": request_id})
 
+    async def deliveries(
+        self, *, request_id: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """The newest ``limit`` deliveries, optionally of one request and/or in one status."""
+        return await self._db.all(
+            "notification_deliveries",
+            {"request_id": request_id, "status": status, "limit": limit},
+        )
+
     async def attempts(self, request_id: str) -> list[dict[str, Any]]:
         """The delivery log of a request: every attempt on every channel, in order."""
         return await self._db.all("request_notification_attempts", {"request_id": request_id})

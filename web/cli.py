@@ -45,6 +45,7 @@ from storage.expiry import PgExpiry
 from storage.migrate import upgrade
 from web.cli_accounts import tokens_app, users_app
 from web.cli_audit import audit_app
+from web.cli_notifications import notifications_app
 from web.cli_ops import retention_app, runs_cancel
 from web.cli_outcomes import outcomes_app
 from web.cli_policy import policy_app
@@ -76,6 +77,7 @@ app.add_typer(retention_app, name="retention")
 runs_app.command("cancel")(runs_cancel)
 app.add_typer(audit_app, name="audit")
 app.add_typer(outcomes_app, name="outcomes")
+app.add_typer(notifications_app, name="notifications")
 
 EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
 

@@ -483,6 +483,17 @@ SELECT d.request_id, d.channel, d.event, d.escalation_level, a.attempt, a.status
  WHERE d.request_id = %(request_id)s
  ORDER BY d.escalation_level, d.channel, a.attempt;
 
+-- name: notification_deliveries
+-- The newest deliveries first, optionally of one request and/or in one status.
+SELECT d.id, d.request_id, a.run_id, a.tool, d.channel, d.event, d.escalation_level, d.status,
+       d.attempts, d.next_attempt_at, d.last_error, d.created_at, d.finished_at
+  FROM notification_deliveries d
+  JOIN approval_requests a ON a.id = d.request_id
+ WHERE (%(request_id)s::uuid IS NULL OR d.request_id = %(request_id)s::uuid)
+   AND (%(status)s::text IS NULL OR d.status = %(status)s::text)
+ ORDER BY d.created_at DESC, d.id DESC
+ LIMIT %(limit)s;
+
 -- ==== decision log ====
 
 -- name: audit_resume_started

@@ -23,7 +23,7 @@ from approvals.notify import (
 )
 from storage.notifications import PgNotifications
 from tests.integration.helpers import scalar, start_refund
-from tests.integration.processes import eventually, spawn
+from tests.integration.processes import cli, eventually, spawn
 from tests.integration.receivers import HttpReceiver, MailRecorder, http_receiver, smtp_receiver
 from web.engine import Engine, open_engine
 from web.notify import Notifier
@@ -235,6 +235,53 @@ async def test_a_failing_receiver_is_retried_with_backoff_and_every_attempt_is_l
     arrivals = [r.at for r in hook.requests]
     assert arrivals[1] - arrivals[0] >= BACKOFF * 0.9
     assert arrivals[2] - arrivals[1] >= 2 * BACKOFF * 0.9
+
+
+async def test_operators_read_the_delivery_log_from_the_cli(
+    engine: Engine, settings: Settings, cli_env: dict[str, str]
+) -> None:
+    with http_receiver(fail_first=1, fail_status=503) as hook:
+        notifier = notifier_for(engine, notifying(settings, hook=hook))
+        request_id = (await start_refund(engine)).pending[0]
+        other = (await start_refund(engine)).pending[0]
+        await pass_until(notifier, lambda: len(hook.requests) == 3)
+
+    listed = await cli(cli_env, "notifications", "list", "--json")
+    assert listed.code == 0, listed.stderr
+    deliveries = json.loads(listed.stdout)
+    assert sorted(d["request_id"] for d in deliveries) == sorted([request_id, other])
+    assert {(d["channel"], d["event"], d["status"], d["tool"]) for d in deliveries} == {
+        ("webhook:ops", "waiting", "sent", "issue_refund")
+    }
+    assert sorted(d["attempts"] for d in deliveries) == [1, 2]
+
+    one = await cli(cli_env, "notifications", "list", "--request", other, "--json")
+    assert [d["request_id"] for d in json.loads(one.stdout)] == [other]
+    none = await cli(cli_env, "notifications", "list", "--status", "failed", "--json")
+    assert none.code == 0
+    assert json.loads(none.stdout) == []
+
+    retried = next(d["request_id"] for d in deliveries if d["attempts"] == 2)
+    log = await cli(cli_env, "notifications", "log", retried, "--json")
+    assert log.code == 0, log.stderr
+    assert [(a["attempt"], a["status"], a["response_code"]) for a in json.loads(log.stdout)] == [
+        (1, "retry", 503),
+        (2, "sent", 200),
+    ]
+    text = await cli(cli_env, "notifications", "log", retried)
+    assert "attempt 1: retry 503" in text.stdout
+    assert "attempt 2: sent 200" in text.stdout
+
+    # Malformed input is refused with one line and exit 2, never a traceback.
+    for args in (
+        ("list", "--request", "not-a-uuid"),
+        ("log", "12345"),
+        ("list", "--status", "lost"),
+        ("list", "--limit", "0"),
+    ):
+        bad = await cli(cli_env, "notifications", *args)
+        assert bad.code == 2, (args, bad)
+        assert "Traceback" not in bad.stderr
 
 
 async def test_a_receiver_that_keeps_failing_is_given_up_after_the_last_attempt(
