@@ -2,8 +2,9 @@
 
 Every error is ``{"error": {"code", "message"}}`` with a status that says what happened: 401
 without a valid token, 404 for a request or run the caller may not see (exactly as for one that
-does not exist, malformed ids included), 403 for one it may see but not decide, 409 when the
-request is no longer pending, 422 for invalid input. Bad input never answers 500.
+does not exist, malformed ids included), 403 for one it may see but not decide (or cancel), 409
+when the request is no longer pending or the run already ended, 422 for invalid input. Bad input
+never answers 500.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from approvals.errors import (
     InvalidRunId,
     RunNotFound,
 )
-from approvals.model import ApprovalRequest, RequestStatus, Vote
+from approvals.model import ApprovalRequest, RequestStatus, Run, Vote
 from approvals.principals import Principal
+from storage.ops import PgOperations
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError
 from web.runs import run_report, valid_run_id
@@ -72,6 +74,19 @@ class DecisionOut(BaseModel):
     args: dict[str, Any] | None
     args_identity: str | None
     decided_at: datetime
+
+
+class CancelIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
+
+
+class CancelOut(BaseModel):
+    run_id: str
+    status: Literal["cancelled"]
+    requests_cancelled: int
+    jobs_skipped: int
 
 
 class VoteOut(BaseModel):
@@ -266,20 +281,44 @@ def router() -> APIRouter:
 
     @api.get("/runs/{run_id}", response_model=RunReport, summary="A run you may see")
     async def get_run(request: Request, run_id: str, principal: Caller) -> RunReport:
-        engine, rules = engine_of(request), rules_of(request)
-        hidden = ApiError(404, "not_found", "no such run")
-        if not valid_run_id(run_id):
-            raise hidden
-        run = await engine.runs.get(run_id)
-        if run is None:
-            raise hidden
-        requests = await engine.requests.for_run(run_id)
-        if not rules.may_see_run(principal, run, requests):
-            raise hidden
+        engine = engine_of(request)
+        await visible_run(request, run_id, principal)
         try:
             report = await run_report(engine, run_id)
         except (InvalidRunId, RunNotFound) as exc:
             raise ApiError.from_error(exc) from exc
         return RunReport.model_validate(report)
 
+    @api.post(
+        "/runs/{run_id}/cancel",
+        response_model=CancelOut,
+        summary="Cancel a running or waiting run (its starter, or an operator)",
+    )
+    async def cancel_run(
+        request: Request, run_id: str, principal: Caller, body: CancelIn | None = None
+    ) -> CancelOut:
+        run = await visible_run(request, run_id, principal)
+        if run.started_by != principal.id and not rules_of(request).is_operator(principal):
+            log.warning("refused to cancel run %s for %s (not an operator)", run.id, principal.id)
+            raise ApiError(403, "forbidden", "only the run's starter or an operator may cancel it")
+        cancelled = await PgOperations(engine_of(request).db).cancel(
+            run.id, principal=principal.id, reason=body.reason if body else None
+        )
+        return CancelOut.model_validate(cancelled.to_json())
+
     return api
+
+
+async def visible_run(request: Request, run_id: str, principal: Principal) -> Run:
+    """The run, if ``principal`` may see it; 404 in every other case (malformed ids too)."""
+    engine, rules = engine_of(request), rules_of(request)
+    hidden = ApiError(404, "not_found", "no such run")
+    if not valid_run_id(run_id):
+        raise hidden
+    run = await engine.runs.get(run_id)
+    if run is None:
+        raise hidden
+    requests = await engine.requests.for_run(run_id)
+    if not rules.may_see_run(principal, run, requests):
+        raise hidden
+    return run

@@ -21,6 +21,7 @@ from approvals.errors import (
     NotAllowed,
     RequestNotFound,
     RequestNotPending,
+    RunEnded,
     RunNotFound,
     ThreadBusy,
 )
@@ -41,7 +42,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "No valid bearer token"},
     403: {"model": ErrorBody, "description": "You may see this request but not decide it"},
     404: {"model": ErrorBody, "description": "No such request or run, or not one you may see"},
-    409: {"model": ErrorBody, "description": "The request is no longer pending"},
+    409: {
+        "model": ErrorBody,
+        "description": "The request is no longer pending (or the run already ended)",
+    },
     413: {"model": ErrorBody, "description": "The request body is too large"},
     422: {"model": ErrorBody, "description": "Invalid input"},
     503: {"model": ErrorBody, "description": "The database is unavailable; retry later"},
@@ -54,6 +58,7 @@ _STATUS: list[tuple[type[ApprovalsError] | tuple[type[ApprovalsError], ...], int
     (RequestNotPending, 409, "not_pending"),
     (AlreadyVoted, 409, "already_voted"),
     (ThreadBusy, 409, "thread_busy"),
+    (RunEnded, 409, "run_ended"),
     (AccountExists, 409, "exists"),
     (EditedArgumentsInvalid, 422, "invalid_arguments"),
     ((InvalidDecision, InvalidRunInput, InvalidAccount), 422, "invalid_input"),

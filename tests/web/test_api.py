@@ -224,3 +224,73 @@ async def test_a_body_that_is_not_utf8_is_422(server: Server, engine: Engine) ->
         )
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "invalid_input"
+
+
+async def test_an_operator_or_the_starter_cancels_a_run_and_nobody_else(
+    server: Server, engine: Engine
+) -> None:
+    run_id, request_id = await started_refund(server, engine)
+    support = await token(engine, "lead", "support")  # sees the request, may not cancel
+    finance = await token(engine, "fin", "finance")  # sees nothing of this run
+    ops = await token(engine, "olga", "operators")
+    async with client(server, support) as api:
+        refused = await api.post(f"/api/v1/runs/{run_id}/cancel", json={})
+    async with client(server, finance) as api:
+        hidden = await api.post(f"/api/v1/runs/{run_id}/cancel", json={})
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "forbidden"
+    assert hidden.status_code == 404
+    assert await scalar(engine, "select status from runs") == "waiting"
+
+    async with client(server, ops) as api:
+        malformed = await api.post("/api/v1/runs/not-a-uuid/cancel", json={})
+        unknown = await api.post(
+            "/api/v1/runs/00000000-0000-4000-8000-000000000000/cancel", json={}
+        )
+        extra = await api.post(f"/api/v1/runs/{run_id}/cancel", json={"reason": 1, "x": 2})
+        cancelled = await api.post(
+            f"/api/v1/runs/{run_id}/cancel", json={"reason": "customer withdrew"}
+        )
+        again = await api.post(f"/api/v1/runs/{run_id}/cancel")
+    assert malformed.status_code == unknown.status_code == 404
+    assert extra.status_code == 422
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json() == {
+        "run_id": run_id,
+        "status": "cancelled",
+        "requests_cancelled": 1,
+        "jobs_skipped": 0,
+    }
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "run_ended"
+
+    # The request can no longer be decided, and the log says who cancelled and why.
+    async with client(server, support) as api:
+        late = await api.post(
+            f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
+        )
+    assert late.status_code == 409
+    assert await scalar(engine, "select count(*) from demo_side_effects") == 0
+    assert (
+        await scalar(
+            engine,
+            "select principal || ' ' || coalesce(data->>'reason', '') from audit_events"
+            " where kind = 'run.cancelled' and principal is not null",
+        )
+        == "token:olga customer withdrew"
+    )
+
+    # The run's starter may cancel its own run without being an operator; nobody else may.
+    starter = await token(engine, "shop2", "agents")
+    other = await token(engine, "shop3", "agents")
+    async with client(server, starter) as api:
+        started = await api.post(
+            "/api/v1/runs", json={"graph": "refund", "input": {"message": "refund 1002"}}
+        )
+        own = started.json()["run_id"]
+        async with client(server, other) as stranger:
+            assert (await stranger.post(f"/api/v1/runs/{own}/cancel")).status_code == 404
+        mine = await api.post(f"/api/v1/runs/{own}/cancel")
+        report = (await api.get(f"/api/v1/runs/{own}")).json()
+    assert mine.status_code == 200, mine.text
+    assert report["status"] == "cancelled"

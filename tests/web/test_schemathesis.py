@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import pytest_asyncio
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -62,6 +63,15 @@ schema = schemathesis.openapi.from_dict(
             },
         }
     ),
+)
+
+# The server under test runs in a thread of this process, and its connection pool draws from
+# the global ``random`` (psycopg_pool jitters each new connection's lifetime). When that happens
+# while Hypothesis draws an example, Hypothesis takes it for a strategy using ``random`` and
+# warns; the warning says nothing about the API, so it must not fail these tests.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies"
+    ":hypothesis.errors.HypothesisDeprecationWarning"
 )
 
 # One server (and database) serves every example of an operation, as it would serve a real
