@@ -31,7 +31,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any
 
 from agent_hooks import InterceptionEmitter, Verdict
@@ -41,7 +40,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from approvals.model import ExecutionStatus, ToolExecution
+from approvals.memory import MemoryToolLedger
 from approvals.ports import ApprovalRequests, SideEffectLog, ToolLedger
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
@@ -98,59 +97,6 @@ def build_plain() -> Any:
 # -- the governed variant ----------------------------------------------------------------
 
 
-class MemoryLedger:
-    """The execute-once ledger in memory (the real one is PostgreSQL)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, str], ToolExecution] = {}
-
-    async def begin(
-        self, *, run_id: str, call_id: str, tool: str, key: str, args_identity: str
-    ) -> tuple[bool, ToolExecution]:
-        row = self.rows.get((run_id, call_id))
-        if row is not None:
-            return False, row
-        row = ToolExecution(
-            run_id=run_id,
-            call_id=call_id,
-            tool=tool,
-            idempotency_key=key,
-            args_identity=args_identity,
-            status=ExecutionStatus.STARTED,
-            result=None,
-            error=None,
-            started_at=datetime.now(),
-            finished_at=None,
-        )
-        self.rows[(run_id, call_id)] = row
-        return True, row
-
-    async def finish(
-        self,
-        *,
-        run_id: str,
-        call_id: str,
-        status: ExecutionStatus,
-        result: Any = None,
-        error: str | None = None,
-    ) -> ToolExecution:
-        old = self.rows[(run_id, call_id)]
-        row = ToolExecution(
-            run_id=run_id,
-            call_id=call_id,
-            tool=old.tool,
-            idempotency_key=old.idempotency_key,
-            args_identity=old.args_identity,
-            status=status,
-            result=result,
-            error=error,
-            started_at=old.started_at,
-            finished_at=datetime.now(),
-        )
-        self.rows[(run_id, call_id)] = row
-        return row
-
-
 class NoRequests:
     """Nothing escalates in this bench: asking for a request is a bug."""
 
@@ -199,7 +145,7 @@ def build_governed(*extra: Any) -> Any:
     deps = GraphDeps(
         checkpointer=InMemorySaver(),
         requests=_as(ApprovalRequests, NoRequests()),
-        ledger=_as(ToolLedger, MemoryLedger()),
+        ledger=_as(ToolLedger, MemoryToolLedger()),
         effects=_as(SideEffectLog, NoEffects()),
     )
     interceptors = [*extra, *(Inspecting(f"blocked_{i}") for i in range(5 - len(extra)))]
