@@ -16,6 +16,10 @@ the example refund tool does) and the model gives its final answer.
   with no Python of ours at all. ``floor / bare`` is the best ratio any implementation of the
   contract could reach on this database and machine.
 
+Ours runs LangGraph with ``durability="sync"`` (a step's checkpoint is written before the next
+step starts, so a crash never replays a model turn whose tool calls already ran); bare runs with
+LangGraph's default, ``async``. ``--bare-durability sync`` gives bare the same guarantee.
+
 Concurrency 1 and 16 (16 lanes, each running cycles back to back), bare and ours rounds
 alternating. Each cycle is timed on its own; the ratio is ours / bare at p50 and p99.
 The database is ``APPROVALS_DATABASE_URL`` (a server admin URL; a scratch database
@@ -324,7 +328,7 @@ class Sample:
     phases: dict[str, float]
 
 
-async def bare_cycle(graph: Any) -> Sample:
+async def bare_cycle(graph: Any, durability: str = "async") -> Sample:
     thread_id = str(uuid.uuid4())
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     payload = {
@@ -334,11 +338,13 @@ async def bare_cycle(graph: Any) -> Sample:
     }
     t0 = time.perf_counter()
     async with phase("bare: invoke to interrupt"):
-        paused = await graph.ainvoke(payload, config)
+        paused = await graph.ainvoke(payload, config, durability=durability)
     t1 = time.perf_counter()
     async with phase("bare: resume to end"):
         done = await graph.ainvoke(
-            Command(resume={"verdict": "approve", "principal": APPROVER}), config
+            Command(resume={"verdict": "approve", "principal": APPROVER}),
+            config,
+            durability=durability,
         )
     t2 = time.perf_counter()
     if "__interrupt__" not in paused or not str(done["messages"][-1].content).startswith(
@@ -354,10 +360,10 @@ async def bare_cycle(graph: Any) -> Sample:
 REQUIRED_COMMITS = 5
 
 
-async def floor_cycle(graph: Any, pool: Any) -> Sample:
+async def floor_cycle(graph: Any, pool: Any, durability: str = "async") -> Sample:
     """The bare cycle plus ``REQUIRED_COMMITS`` one-row commits and nothing else: what no
     implementation of the contract on this database can beat, whatever its Python costs."""
-    sample = await bare_cycle(graph)
+    sample = await bare_cycle(graph, durability)
     t0 = time.perf_counter()
     for _ in range(REQUIRED_COMMITS):
         async with pool.connection() as conn:
@@ -508,9 +514,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             def make(variant: str) -> Callable[[], Awaitable[Sample]]:
                 if variant == "bare":
-                    return lambda: bare_cycle(bare)
+                    return lambda: bare_cycle(bare, args.bare_durability)
                 if variant == "floor":
-                    return lambda: floor_cycle(bare, engine.db.pool)
+                    return lambda: floor_cycle(bare, engine.db.pool, args.bare_durability)
                 return lambda: ours_cycle(engine, worker, tracker)
 
             variants = ("bare", "floor", "ours")
@@ -581,6 +587,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "database": where,
         "pool_max_size": settings.pool_max_size,
         "resume_path": "Worker.process_one() called in-line (LISTEN/NOTIFY wake-up not counted)",
+        "bare_durability": args.bare_durability,
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "target": TARGET,
@@ -626,7 +633,8 @@ def render(report: dict[str, Any]) -> str:
         "approval cycle: bare LangGraph vs approvals (same database, pool and saver)",
         f"database: {report['database']}; pool max {report['pool_max_size']}; "
         f"python {report['python']}, {report['cpus']} cpus",
-        f"ours resumes via {report['resume_path']}",
+        f"ours resumes via {report['resume_path']}; bare runs with durability="
+        f"{report['bare_durability']}, ours with sync",
         "",
         f"{'conc':>4}  {'variant':<7} {'cycles':>6} {'p50 ms':>8} {'p99 ms':>8} {'cycles/s':>9}"
         "   phases p50 ms",
@@ -689,6 +697,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds-c16", type=int, default=5, help="alternating rounds at c=16")
     parser.add_argument("--warmup", type=int, default=20, help="warm-up cycles per variant")
     parser.add_argument("--pool-size", type=int, default=0, help="override pool_max_size")
+    parser.add_argument(
+        "--bare-durability",
+        choices=("async", "sync"),
+        default="async",
+        help="LangGraph durability of the bare variant (ours always runs sync: a step's "
+        "checkpoint is written before the next step starts); default async, LangGraph's own",
+    )
     parser.add_argument(
         "--trace", type=int, default=0, help="then trace N cycles per variant (DB time by op)"
     )
