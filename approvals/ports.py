@@ -174,6 +174,10 @@ class Runs(Protocol):
 
     async def get(self, run_id: str) -> Run | None: ...
 
+    async def latest_on_thread(self, thread_id: str) -> Run | None:
+        """The newest run on ``thread_id``, if any."""
+        ...
+
 
 class ClaimedJob(Protocol):
     """A resume job held by this worker until it is completed or the worker dies."""

@@ -15,6 +15,7 @@ else stops the run (status ``blocked``) with nothing of the denied content kept.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired, Protocol, TypedDict
@@ -34,6 +35,7 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.pregel import Pregel
 from langgraph.types import Send
 
 from approvals.identity import call_identity
@@ -330,3 +332,62 @@ def build_agent(
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=deps.checkpointer, name=name)
+
+
+async def close_cancelled(
+    graph: Pregel[Any, Any, Any, Any], config: RunnableConfig, notice: str
+) -> bool:
+    """Close the steps a cancelled run left waiting on its thread, so that the thread can take
+    new input: each call still waiting gets an error result (``cancelled``, with ``notice``),
+    and the turn ends with ``notice`` as the assistant's answer. Nothing runs: the state is
+    updated as if the waiting steps had ended that way. Calls that finished before the cancel
+    keep their results. Returns whether the thread is now free (``False`` for a graph this
+    module did not build, or a state it does not recognise).
+    """
+    state = await graph.aget_state(config)
+    waiting = set(state.next)
+    if not waiting:
+        return True
+    closing: AIMessage = AIMessage(content=notice)
+    if waiting == {"tools"}:
+        messages: list[AnyMessage] = list(state.values.get("messages", []))
+        turn = next(
+            (
+                i
+                for i in range(len(messages) - 1, -1, -1)
+                if isinstance(messages[i], AIMessage) and messages[i].tool_calls  # type: ignore[union-attr]
+            ),
+            None,
+        )
+        if turn is None:
+            return False
+        proposed = messages[turn]
+        assert isinstance(proposed, AIMessage)
+        # The values include the results of calls whose steps finished before the cancel
+        # (still pending writes of the unfinished step): written again, they are kept.
+        finished = [m for m in messages[turn + 1 :] if isinstance(m, ToolMessage)]
+        answered = {m.tool_call_id for m in finished}
+        cancelled = [
+            _cancelled(str(tc["id"]), tc["name"], notice)
+            for tc in proposed.tool_calls
+            if tc["id"] not in answered
+        ]
+        await graph.aupdate_state(config, {"messages": [*finished, *cancelled]}, as_node="tools")
+        waiting = set((await graph.aget_state(config)).next)
+    if waiting == {"agent"}:
+        await graph.aupdate_state(config, {"messages": [closing]}, as_node="agent")
+    elif waiting == {"start"}:
+        blocked = {"point": "input", "reason": "cancelled", "message": notice}
+        await graph.aupdate_state(config, {"new_input": False, "blocked": blocked}, as_node="start")
+    else:
+        return False
+    return not (await graph.aget_state(config)).next
+
+
+def _cancelled(call_id: str, tool: str, notice: str) -> ToolMessage:
+    return ToolMessage(
+        content=json.dumps({"error": {"code": "cancelled", "message": notice}}, sort_keys=True),
+        tool_call_id=call_id,
+        name=tool,
+        status="error",
+    )

@@ -22,6 +22,7 @@ from langgraph.types import Command
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import ClaimedJob, NewRun, PendingInterrupts, Runs, Settlement
+from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
 
@@ -116,10 +117,19 @@ class Runner:
         }
 
         async def refuse_if_waiting() -> None:
-            state = await graph.aget_state({"configurable": {"thread_id": thread_id}})
-            if state.next:
-                # New input would start past the calls still waiting for a human.
-                raise ThreadBusy(thread_id)
+            config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+            state = await graph.aget_state(config)
+            if not state.next:
+                return
+            last = await self._runs.latest_on_thread(thread_id)
+            if last is not None and last.status is RunStatus.CANCELLED:
+                # The waiting steps belong to a cancelled run, which will never resume: close
+                # them (its waiting calls answer "cancelled") and let the thread go on.
+                notice = f"Run {last.id} was cancelled ({last.error or 'no reason given'})."
+                if await close_cancelled(graph, config, notice):
+                    return
+            # New input would start past the calls still waiting for a human.
+            raise ThreadBusy(thread_id)
 
         new = NewRun(
             run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=input

@@ -86,6 +86,10 @@ class PgRuns:
         row = await self._db.one("get_run", {"id": run_id})
         return Run.from_row(row) if row else None
 
+    async def latest_on_thread(self, thread_id: str) -> Run | None:
+        row = await self._db.one("latest_run_on_thread", {"thread_id": thread_id})
+        return Run.from_row(row) if row else None
+
 
 class PgToolLedger:
     """At most one execution per (run, call); a crash mid-call is ``outcome_unknown``."""

@@ -274,6 +274,22 @@ def router() -> APIRouter:
 
     @api.post("/runs", response_model=RunOut, summary="Start a run as yourself")
     async def start_run(request: Request, body: RunIn, principal: Caller) -> RunOut:
+        if body.thread_id is not None:
+            # A thread is a conversation: only whoever started its runs (or an operator) may
+            # add to it, and so read its history through the agent's answers.
+            last = await engine_of(request).runs.latest_on_thread(body.thread_id)
+            if (
+                last is not None
+                and last.started_by != principal.id
+                and not rules_of(request).is_operator(principal)
+            ):
+                log.warning(
+                    "refused a run on thread %r for %s (its runs are %s's)",
+                    body.thread_id,
+                    principal.id,
+                    last.started_by,
+                )
+                raise ApiError(403, "forbidden", "this thread holds another principal's runs")
         outcome = await engine_of(request).runner.start(
             body.graph, body.input, principal=principal.id, thread_id=body.thread_id
         )

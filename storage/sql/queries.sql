@@ -30,6 +30,9 @@ SELECT run.*, pg_advisory_lock(hashtextextended(run.thread_id, 7277))::text AS l
 -- name: get_run
 SELECT * FROM runs WHERE id = %(id)s;
 
+-- name: latest_run_on_thread
+SELECT * FROM runs WHERE thread_id = %(thread_id)s ORDER BY created_at DESC, id DESC LIMIT 1;
+
 -- name: settle_run_and_unlock
 -- Settle a run and release the thread lock this session took for it, with the step's
 -- interception records and audit events (approvals_settle_step).

@@ -137,6 +137,13 @@ class DenyInput:
         return Verdict.allow()
 
 
+class EscalateInput:
+    def intercept(self, ctx: Context, /) -> Verdict:
+        if _point(ctx) == "input" and "1005" in str(ctx["input"]["content"]):
+            return Verdict.escalate(reason="input_review", message="a human reads order 1005")
+        return Verdict.allow()
+
+
 class DenyEverything:
     def intercept(self, ctx: Context, /) -> Verdict:
         return Verdict.deny(reason="deny_all")
@@ -195,6 +202,10 @@ def deny_input(deps: GraphDeps) -> Any:
     return _with(deps, DenyInput())
 
 
+def escalate_input(deps: GraphDeps) -> Any:
+    return _with(deps, EscalateInput())
+
+
 def evaluate_only(deps: GraphDeps) -> Any:
     return _with(deps, DenyEverything(), mode=EnforcementMode.EVALUATE_ONLY)
 
@@ -238,6 +249,7 @@ GRAPHS = {
         "malformed",
         "deny_response",
         "deny_output",
+        "escalate_input",
         "mask_output",
         "escalate_output",
         "deny_input",

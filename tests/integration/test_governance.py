@@ -18,6 +18,7 @@ from approvals.errors import InvalidDecision
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
 from graphs.governance import Governance
+from storage.ops import PgOperations
 from tests.integration.governed_graphs import GRAPHS, DenyOutput
 from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine
@@ -205,6 +206,39 @@ async def test_an_escalated_answer_waits_for_a_human_who_cannot_edit_it(
     assert (run.status, run.answer) == ("completed", "Refunded 25.00 on order 1001.")
     output = [r for r in await records(governed, out.run_id) if r["point"] == "output"]
     assert [(r["decision"], r["resolved_by"]) for r in output] == [("allow", "approval")]
+
+
+async def test_a_thread_cancelled_while_its_answer_waits_for_review_takes_new_input(
+    governed: Engine,
+) -> None:
+    out = await governed.runner.start("escalate_output", {"message": "refund 1001"}, principal="a")
+    assert out.status == "waiting", out
+    await PgOperations(governed.db).cancel(out.run_id, principal="ops", reason=None)
+    follow_up = await governed.runner.start(
+        "escalate_output", {"message": "refund 1002"}, principal="a", thread_id=out.thread_id
+    )
+    # The new turn runs up to its own answer review; the held answer was never released.
+    assert follow_up.status == "waiting", follow_up
+    history = await history_text(governed, "escalate_output", out.thread_id)
+    assert "Refunded 25.00 on order 1001." not in history
+    assert f"Run {out.run_id} was cancelled" in history
+
+
+async def test_a_thread_cancelled_while_its_input_waits_for_review_takes_new_input(
+    governed: Engine,
+) -> None:
+    out = await governed.runner.start("escalate_input", {"message": "refund 1005"}, principal="a")
+    assert out.status == "waiting", out
+    request = await governed.requests.get(out.pending[0])
+    assert request is not None
+    assert request.tool == "@input"
+    await PgOperations(governed.db).cancel(out.run_id, principal="ops", reason=None)
+    follow_up = await governed.runner.start(
+        "escalate_input", {"message": "refund 1001"}, principal="a", thread_id=out.thread_id
+    )
+    assert follow_up.status == "completed", follow_up
+    assert follow_up.answer == "Refunded 25.00 on order 1001."
+    assert await governed.effects.for_call(out.run_id, "refund-1005") == []
 
 
 async def test_evaluate_only_records_what_would_happen_and_changes_nothing(

@@ -9,9 +9,10 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from langchain_core.messages import AIMessage, ToolMessage
 from psycopg import sql
 
-from approvals.errors import RequestNotPending, RunEnded, RunNotFound
+from approvals.errors import RequestNotPending, RunEnded, RunNotFound, ThreadBusy
 from approvals.model import JobStatus, RequestStatus, RunStatus
 from storage.ops import PgOperations
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
@@ -152,6 +153,49 @@ async def test_a_job_the_cancel_could_not_lock_is_skipped_by_the_worker(engine: 
     stored = await engine.runs.get(run.run_id)
     assert stored is not None
     assert stored.status is RunStatus.CANCELLED
+
+
+async def test_a_thread_whose_run_was_cancelled_while_waiting_takes_new_input(
+    engine: Engine,
+) -> None:
+    run = await start_refund(engine)
+    with pytest.raises(ThreadBusy):  # still waiting: new input is refused
+        await engine.runner.start(
+            "refund", {"message": "refund 1002"}, principal="alice", thread_id=run.thread_id
+        )
+    await PgOperations(engine.db).cancel(run.run_id, principal="ops", reason="wrong order")
+
+    follow_up = await engine.runner.start(
+        "refund", {"message": "refund 1002"}, principal="alice", thread_id=run.thread_id
+    )
+    assert follow_up.status == "waiting", follow_up
+    assert follow_up.thread_id == run.thread_id
+
+    graph = engine.registry.get("refund")
+    state = await graph.aget_state({"configurable": {"thread_id": run.thread_id}})
+    results = {m.tool_call_id: m for m in state.values["messages"] if isinstance(m, ToolMessage)}
+    # The lookup that finished before the cancel keeps its result; the waiting refund answers
+    # "cancelled" and never ran; the model is told the run was cancelled.
+    assert "error" not in json.loads(str(results["lookup-1001"].content))
+    cancelled = json.loads(str(results["refund-1001"].content))["error"]
+    assert cancelled["code"] == "cancelled"
+    assert "wrong order" in cancelled["message"]
+    notices = [m.content for m in state.values["messages"] if isinstance(m, AIMessage)]
+    assert any(f"Run {run.run_id} was cancelled" in str(c) for c in notices)
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
+
+    # The old request stays cancelled; the new run's request is the one waiting.
+    with pytest.raises(RequestNotPending):
+        await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide(follow_up.pending[0], "approve", principal="bob")
+    await engine.worker.drain()
+    done = await engine.runs.get(follow_up.run_id)
+    assert done is not None
+    assert done.status == RunStatus.COMPLETED
+    assert len(await side_effects(engine, follow_up.run_id, "refund-1002")) == 1
+    old = await engine.runs.get(run.run_id)
+    assert old is not None
+    assert old.status == RunStatus.CANCELLED
 
 
 async def test_a_cancel_waits_for_the_step_in_progress(engine: Engine) -> None:

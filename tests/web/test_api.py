@@ -294,3 +294,27 @@ async def test_an_operator_or_the_starter_cancels_a_run_and_nobody_else(
         report = (await api.get(f"/api/v1/runs/{own}")).json()
     assert mine.status_code == 200, mine.text
     assert report["status"] == "cancelled"
+
+
+async def test_only_a_threads_owner_or_an_operator_may_add_to_it(
+    server: Server, engine: Engine
+) -> None:
+    owner = await token(engine, "shop", "agents")
+    other = await token(engine, "rival", "agents")
+    ops = await token(engine, "olga", "operators")
+    body = {"graph": "refund", "input": {"message": "refund 1001"}, "thread_id": "conv-1"}
+    async with client(server, owner) as api:
+        first = await api.post("/api/v1/runs", json=body)
+        assert first.status_code == 200, first.text
+        # The owner is let through (and told the thread still waits).
+        again = await api.post("/api/v1/runs", json=body)
+    async with client(server, other) as api:
+        refused = await api.post("/api/v1/runs", json=body)
+    async with client(server, ops) as api:
+        operator = await api.post("/api/v1/runs", json=body)
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "thread_busy"
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "forbidden"
+    assert operator.status_code == 409
+    assert await scalar(engine, "select count(*) from runs") == 1
