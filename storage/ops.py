@@ -12,13 +12,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from alembic.script import ScriptDirectory
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
 from approvals.errors import RunEnded, RunNotFound
 from approvals.model import DecisionKind, ExecutionStatus, JobStatus, RequestStatus, RunStatus
 from storage.db import Database, json
-from storage.migrate import alembic_config
 
 #: Bucket bounds (seconds) of the decision-latency histogram: humans take minutes to days.
 DECISION_BOUNDS: tuple[float, ...] = (
@@ -167,6 +163,12 @@ class Pruned:
 @functools.cache
 def schema_heads() -> tuple[str | None, int]:
     """The Alembic head revision and LangGraph's latest checkpoint migration."""
+    # Imported here: both take a while to import, and only readiness needs them.
+    from alembic.script import ScriptDirectory
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from storage.migrate import alembic_config
+
     head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
     return head, len(AsyncPostgresSaver.MIGRATIONS) - 1
 

@@ -40,9 +40,6 @@ from approvals.errors import (
     ThreadBusy,
 )
 from approvals.model import RequestStatus, RunStatus
-from graphs.worker import ExpirySweeper
-from storage.expiry import PgExpiry
-from storage.migrate import upgrade
 from web.cli_accounts import tokens_app, users_app
 from web.cli_audit import audit_app
 from web.cli_notifications import notifications_app
@@ -52,7 +49,6 @@ from web.cli_policy import policy_app
 from web.engine import Engine, open_engine
 from web.logs import configure_logging
 from web.runs import run_report
-from web.serving import bind, demo_login, serve_forever, serving, url_of
 from web.settings import Settings, check_pool_size, load_settings
 
 T = TypeVar("T")
@@ -140,6 +136,8 @@ def run_async(
             check_pool_size(settings.pool_max_size, settings.worker_concurrency)
         url, embedded = database_url(settings)
         if migrate or embedded:
+            from storage.migrate import upgrade
+
             await upgrade(url)
         async with open_engine(url, settings) as engine:
             return await fn(engine)
@@ -166,6 +164,8 @@ def guarded(call: Callable[[], T]) -> T:
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Apply the engine's migrations and LangGraph's checkpoint tables (idempotent)."""
+
+    from storage.migrate import upgrade
 
     async def main() -> None:
         settings = load_settings()
@@ -325,6 +325,9 @@ def worker_command(
 ) -> None:
     """Resume runs whose calls were decided, and expire (or escalate) requests past their
     deadline every APPROVALS_SWEEP_INTERVAL_SECONDS. Runs until SIGTERM/SIGINT unless --drain."""
+    from graphs.worker import ExpirySweeper
+    from storage.expiry import PgExpiry
+
     guarded(lambda: configure_logging(load_settings()))
 
     async def main(engine: Engine) -> int:
@@ -356,6 +359,9 @@ def serve_command(
     ] = False,
 ) -> None:
     """Serve the approvers' web app (and the JSON API) until SIGTERM/SIGINT."""
+    from storage.migrate import upgrade
+    from web.serving import bind, serve_forever, serving, url_of
+
     guarded(lambda: configure_logging(load_settings()))
 
     async def serve() -> None:
@@ -385,6 +391,8 @@ def demo_command(
 ) -> None:
     """Start a refund run that pauses for approval, serve the web app to decide it (or decide
     from the CLI), and resume the run when it is decided."""
+    from web.serving import bind, demo_login, serving, url_of
+
     logging.basicConfig(level=logging.WARNING)
 
     async def main(engine: Engine) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""The composition root: one pool, the repositories, the saver, the registry, runner, worker."""
+"""The composition root: one pool, the repositories, the saver, the registry, runner, worker.
+
+The LangGraph side (saver, registry, runner, worker) is built on first use: importing LangGraph
+takes seconds, and most CLI commands (decide, pending, audit, users, ...) never need it.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from approvals.decisions import decide
 from approvals.model import Decision, Verdict, Vote
-from graphs.deps import GraphDeps
-from graphs.registry import GraphRegistry
-from graphs.runner import Runner
-from graphs.worker import Worker
 from storage.accounts import PgAccounts
 from storage.audit import PgAuditLog
-from storage.checkpoints import PgPendingInterrupts, make_saver
 from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
 from storage.notifications import PgNotifications
 from storage.queue import PgResumeQueue
@@ -24,6 +24,18 @@ from storage.requests import PgApprovalRequests, PgDecisions
 from storage.runs import PgRuns, PgSideEffects, PgToolLedger
 from web.notify import Notifier
 from web.settings import Settings
+
+if TYPE_CHECKING:
+    from graphs.registry import GraphRegistry
+    from graphs.runner import Runner
+    from graphs.worker import Worker
+
+
+@dataclass(frozen=True)
+class _Graphs:
+    registry: GraphRegistry
+    runner: Runner
+    worker: Worker
 
 
 @dataclass
@@ -40,12 +52,51 @@ class Engine:
     ledger: PgToolLedger
     effects: PgSideEffects
     queue: PgResumeQueue
-    registry: GraphRegistry
-    runner: Runner
-    worker: Worker
     accounts: PgAccounts
     #: Tells people when calls wait or are escalated; run by the worker processes.
     notifier: Notifier
+
+    @cached_property
+    def _graphs(self) -> _Graphs:
+        from graphs.deps import GraphDeps
+        from graphs.registry import GraphRegistry
+        from graphs.runner import Runner
+        from graphs.worker import Worker
+        from storage.checkpoints import PgPendingInterrupts, make_saver
+
+        saver = make_saver(self.db.pool)
+        deps = GraphDeps(
+            checkpointer=saver,
+            requests=self.requests,
+            ledger=self.ledger,
+            effects=self.effects,
+            request_ttl=timedelta(seconds=self.settings.request_ttl_seconds),
+            reconcile_group=self.settings.operator_group,
+        )
+        registry = GraphRegistry(deps, self.settings.graph_entries())
+        runner = Runner(
+            registry=registry,
+            runs=self.runs,
+            interrupts=PgPendingInterrupts(self.db, saver.serde),
+            transient=is_transient,
+        )
+        worker = Worker(
+            runner=runner, queue=self.queue, concurrency=self.settings.worker_concurrency
+        )
+        return _Graphs(registry=registry, runner=runner, worker=worker)
+
+    @property
+    def registry(self) -> GraphRegistry:
+        """The graphs by name (built, with LangGraph, on first use)."""
+        return self._graphs.registry
+
+    @property
+    def runner(self) -> Runner:
+        return self._graphs.runner
+
+    @property
+    def worker(self) -> Worker:
+        return self._graphs.worker
 
     async def decide(
         self,
@@ -87,23 +138,6 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
         ledger = PgToolLedger(db)
         effects = PgSideEffects(db)
         queue = PgResumeQueue(db, url)
-        saver = make_saver(pool)
-        deps = GraphDeps(
-            checkpointer=saver,
-            requests=requests,
-            ledger=ledger,
-            effects=effects,
-            request_ttl=timedelta(seconds=settings.request_ttl_seconds),
-            reconcile_group=settings.operator_group,
-        )
-        registry = GraphRegistry(deps, settings.graph_entries())
-        runner = Runner(
-            registry=registry,
-            runs=runs,
-            interrupts=PgPendingInterrupts(db, saver.serde),
-            transient=is_transient,
-        )
-        worker = Worker(runner=runner, queue=queue, concurrency=settings.worker_concurrency)
         yield Engine(
             url=url,
             settings=settings,
@@ -115,9 +149,6 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             ledger=ledger,
             effects=effects,
             queue=queue,
-            registry=registry,
-            runner=runner,
-            worker=worker,
             accounts=PgAccounts(db),
             notifier=Notifier.from_settings(PgNotifications(db), settings),
         )
