@@ -15,7 +15,6 @@ else stops the run (status ``blocked``) with nothing of the denied content kept.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired, Protocol, TypedDict
@@ -43,7 +42,7 @@ from approvals.ports import NewRequest
 from graphs.deps import GraphDeps
 from graphs.governance import ApprovalSlot, Governance, Session, session_of
 from graphs.interceptors import EscalateSensitiveTools
-from graphs.tool_step import ToolStep
+from graphs.tool_step import ToolStep, control_error
 from graphs.tools import GovernedTool
 
 
@@ -348,46 +347,32 @@ async def close_cancelled(
     waiting = set(state.next)
     if not waiting:
         return True
-    closing: AIMessage = AIMessage(content=notice)
     if waiting == {"tools"}:
         messages: list[AnyMessage] = list(state.values.get("messages", []))
-        turn = next(
-            (
-                i
-                for i in range(len(messages) - 1, -1, -1)
-                if isinstance(messages[i], AIMessage) and messages[i].tool_calls  # type: ignore[union-attr]
-            ),
-            None,
-        )
-        if turn is None:
+        for turn in range(len(messages) - 1, -1, -1):
+            proposed = messages[turn]
+            if isinstance(proposed, AIMessage) and proposed.tool_calls:
+                break
+        else:
             return False
-        proposed = messages[turn]
-        assert isinstance(proposed, AIMessage)
         # The values include the results of calls whose steps finished before the cancel
         # (still pending writes of the unfinished step): written again, they are kept.
         finished = [m for m in messages[turn + 1 :] if isinstance(m, ToolMessage)]
         answered = {m.tool_call_id for m in finished}
         cancelled = [
-            _cancelled(str(tc["id"]), tc["name"], notice)
+            control_error(str(tc["id"]), tc["name"], {"code": "cancelled", "message": notice})
             for tc in proposed.tool_calls
             if tc["id"] not in answered
         ]
         await graph.aupdate_state(config, {"messages": [*finished, *cancelled]}, as_node="tools")
         waiting = set((await graph.aget_state(config)).next)
     if waiting == {"agent"}:
-        await graph.aupdate_state(config, {"messages": [closing]}, as_node="agent")
+        await graph.aupdate_state(
+            config, {"messages": [AIMessage(content=notice)]}, as_node="agent"
+        )
     elif waiting == {"start"}:
         blocked = {"point": "input", "reason": "cancelled", "message": notice}
         await graph.aupdate_state(config, {"new_input": False, "blocked": blocked}, as_node="start")
     else:
         return False
     return not (await graph.aget_state(config)).next
-
-
-def _cancelled(call_id: str, tool: str, notice: str) -> ToolMessage:
-    return ToolMessage(
-        content=json.dumps({"error": {"code": "cancelled", "message": notice}}, sort_keys=True),
-        tool_call_id=call_id,
-        name=tool,
-        status="error",
-    )

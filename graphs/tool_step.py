@@ -27,7 +27,7 @@ from graphs.resolver import EDITED_BY_APPROVER, pause
 from graphs.tools import GovernedTool, ToolCall
 
 
-def _error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage:
+def control_error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage:
     """A control error the model sees; the loop continues."""
     return ToolMessage(
         content=json.dumps({"error": error}, sort_keys=True),
@@ -83,12 +83,14 @@ class ToolStep:
         name = str(call["name"])
         tool = self._tools.get(name)
         if tool is None:
-            return _error(call_id, name, {"code": "unknown_tool", "message": f"no tool {name!r}"})
+            return control_error(
+                call_id, name, {"code": "unknown_tool", "message": f"no tool {name!r}"}
+            )
         # Validation comes before any human is asked.
         try:
             parsed = tool.validate(call.get("args") or {})
         except ValidationError as exc:
-            return _error(
+            return control_error(
                 call_id,
                 name,
                 {"code": "invalid_arguments", "errors": _validation_errors(exc)},
@@ -104,14 +106,14 @@ class ToolStep:
         # So do the tool's preconditions: a call that cannot run is no question for a human.
         failed = await first_failure(tool.preconditions, args, tool_call)
         if failed is not None:
-            return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
+            return control_error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
         try:
             identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
         except AgentHooksCoreError as exc:
             # Arguments outside the I-JSON domain (§4.4) have no identity: no human can be
             # asked about them and no decision bound to them. (With the default identity
             # provider the emitter already denied them at post_model_call.)
-            return _error(call_id, name, {"code": "context_invalid", "message": str(exc)})
+            return control_error(call_id, name, {"code": "context_invalid", "message": str(exc)})
         # What the approver will be shown, bound by its identity; recorded (idempotently)
         # only if a policy escalates the call.
         shown = NewRequest(
@@ -145,7 +147,7 @@ class ToolStep:
         except InterceptionBlocked as blocked:
             verdict = blocked.result.verdict
             decision = getattr(slot, "decision", None)
-            return _error(
+            return control_error(
                 call_id,
                 name,
                 {
@@ -168,13 +170,15 @@ class ToolStep:
                     # The model's arguments were fine; the policy broke them. That is an
                     # enforcement failure: it stops the run instead of misleading the model.
                     raise TransformNotApplicable("pre_tool_call", name, exc) from exc
-                return _error(
+                return control_error(
                     call_id, name, {"code": "invalid_arguments", "errors": _errors_of(exc)}
                 )
             args = parsed.model_dump(mode="json")
             failed = await first_failure(tool.preconditions, args, tool_call)
             if failed is not None:
-                return _error(call_id, name, {"code": "precondition_failed", **failed.to_json()})
+                return control_error(
+                    call_id, name, {"code": "precondition_failed", **failed.to_json()}
+                )
             identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
         message = await self._execute_once(
             tool, parsed, args, identity, tool_call, (thread_id, state_version)
@@ -221,7 +225,7 @@ class ToolStep:
         if decision is None:
             if request.status is RequestStatus.PENDING:
                 pause(request)
-            return _error(
+            return control_error(
                 call_id,
                 tool.name,
                 {
@@ -236,7 +240,7 @@ class ToolStep:
             row = await ledger.reconcile(
                 run_id=run_id, call_id=call_id, status=ExecutionStatus.FAILED, error=note
             )
-            return _error(call_id, tool.name, {"code": "not_executed", "message": row.error})
+            return control_error(call_id, tool.name, {"code": "not_executed", "message": row.error})
         result = {
             "reconciled": "took effect",
             "by": decision.principal,
@@ -276,7 +280,7 @@ class ToolStep:
             await session.emit(ctx)
         except InterceptionBlocked as blocked:
             verdict = blocked.result.verdict
-            return _error(
+            return control_error(
                 call_id,
                 name,
                 {
@@ -319,7 +323,7 @@ class ToolStep:
                     run_id=run_id, call_id=call_id, status=ExecutionStatus.OUTCOME_UNKNOWN
                 )
             if row.status is ExecutionStatus.SUCCEEDED and row.error:
-                return _error(
+                return control_error(
                     call_id,
                     tool.name,
                     {"code": "postcondition_failed", "message": row.error, "result": row.result},
@@ -331,7 +335,9 @@ class ToolStep:
                     name=tool.name,
                 )
             if row.status is ExecutionStatus.FAILED:
-                return _error(call_id, tool.name, {"code": "tool_failed", "message": row.error})
+                return control_error(
+                    call_id, tool.name, {"code": "tool_failed", "message": row.error}
+                )
             return await self._reconcile(tool, args_json, call, where)
         try:
             result = await tool.fn(parsed, call)
@@ -343,7 +349,7 @@ class ToolStep:
             await ledger.finish(
                 run_id=run_id, call_id=call_id, status=ExecutionStatus.FAILED, error=message
             )
-            return _error(call_id, tool.name, {"code": "tool_failed", "message": message})
+            return control_error(call_id, tool.name, {"code": "tool_failed", "message": message})
         # The effect happened: a postcondition that does not hold is recorded with the result
         # and reported, never a reason to run the tool again.
         failed = await first_failure(tool.postconditions, args_json, call, result)
@@ -357,7 +363,7 @@ class ToolStep:
         )
         await pause_at("AFTER_TOOL")
         if problem is not None:
-            return _error(
+            return control_error(
                 call_id,
                 tool.name,
                 {"code": "postcondition_failed", "message": problem, "result": result},

@@ -122,18 +122,7 @@ class PgToolLedger:
         result: Any = None,
         error: str | None = None,
     ) -> ToolExecution:
-        row = await self._db.one(
-            "finish_execution",
-            {
-                "run_id": run_id,
-                "call_id": call_id,
-                "status": status.value,
-                "result": json(result),
-                "error": error,
-            },
-        )
-        assert row is not None
-        return ToolExecution.from_row(row)
+        return await self._close("finish_execution", run_id, call_id, status, result, error)
 
     async def reconcile(
         self,
@@ -144,8 +133,20 @@ class PgToolLedger:
         result: Any = None,
         error: str | None = None,
     ) -> ToolExecution:
+        return await self._close("reconcile_execution", run_id, call_id, status, result, error)
+
+    async def _close(
+        self,
+        query: str,
+        run_id: str,
+        call_id: str,
+        status: ExecutionStatus,
+        result: Any,
+        error: str | None,
+    ) -> ToolExecution:
+        """Write an execution's outcome with ``query`` (a finish, or an operator's answer)."""
         row = await self._db.one(
-            "reconcile_execution",
+            query,
             {
                 "run_id": run_id,
                 "call_id": call_id,
