@@ -355,8 +355,6 @@ class ResumeJob:
     call_id: str
     graph: str
     attempts: int
-    #: The next interception sequence number of the run.
-    next_sequence: int = 0
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ResumeJob:
@@ -369,5 +367,17 @@ class ResumeJob:
             call_id=row["call_id"],
             graph=row["graph"],
             attempts=row["attempts"],
-            next_sequence=row.get("next_sequence") or 0,
         )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResumeCheck:
+    """What a resume reads under the thread's lock before it goes on, in one snapshot."""
+
+    #: The run's status (``None``: no such run).
+    run_status: RunStatus | None
+    #: The interrupt of the thread's latest checkpoint that waits on the job's request
+    #: (``None``: it no longer waits, or never got to).
+    interrupt_id: str | None
+    #: The next sequence number of the run's interception trail.
+    next_sequence: int

@@ -20,6 +20,7 @@ from approvals.model import (
     ExecutionStatus,
     JobStatus,
     OnExpiry,
+    ResumeCheck,
     ResumeJob,
     Run,
     RunStatus,
@@ -203,10 +204,11 @@ class ResumeQueue(Protocol):
         ...
 
 
-class PendingInterrupts(Protocol):
-    async def find(self, thread_id: str, request_id: str) -> str | None:
-        """The id of the interrupt in the thread's latest checkpoint that waits on this
-        request, or ``None`` when it no longer waits (or never got to wait)."""
+class ResumeChecks(Protocol):
+    async def check(self, job: ResumeJob) -> ResumeCheck:
+        """What the job's resume must know, read in one statement whose snapshot is taken
+        now, under the thread's lock the caller holds (not from before it waited for it):
+        the run's status, its trail's next sequence number, the interrupt still waiting."""
         ...
 
 

@@ -384,8 +384,12 @@ async def ours_cycle(engine: Any, worker: Any, tracker: TrackingRunner) -> Sampl
         await engine.decide(started.pending[0], "approve", principal=APPROVER)
     t2 = time.perf_counter()
     async with phase("ours: resume (claim .. execute)"):
-        await worker.process_one()
-        outcome = await resumed
+        # At c=16 another lane's process_one may claim this lane's job, or this one may
+        # find the queue empty for the moment: claim until this run has been resumed.
+        while not resumed.done():
+            if not await worker.process_one():
+                await asyncio.wait({resumed}, timeout=0.002)
+        outcome = resumed.result()
     t3 = time.perf_counter()
     if (
         outcome is None

@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.model import JobStatus, ResumeJob, RunStatus
-from approvals.ports import ClaimedJob, NewRun, PendingInterrupts, Runs, Settlement
+from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs, Settlement
 from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
@@ -89,10 +89,10 @@ class Runner:
         *,
         registry: GraphRegistry,
         runs: Runs,
-        interrupts: PendingInterrupts,
+        checks: ResumeChecks,
         transient: Callable[[BaseException], bool] = lambda exc: False,
     ) -> None:
-        self._interrupts = interrupts
+        self._checks = checks
         self._transient = transient
         self._registry = registry
         self._runs = runs
@@ -146,21 +146,21 @@ class Runner:
         The caller holds the job (and with it the thread's lock) until this returns.
         """
         job = claimed.job
-        run = await self._runs.get(job.run_id)
-        if run is not None and run.status is RunStatus.CANCELLED:
+        check = await self._checks.check(job)
+        if check.run_status is RunStatus.CANCELLED:
             # Read under the thread's lock, which a cancellation also takes: a run cancelled
             # before this claim is never resumed, whatever decision queued the job.
             await claimed.complete(JobStatus.SKIPPED, "run cancelled")
             return None
         graph = self._registry.get(job.graph)
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
-        payload: Any = await self._resume_payload(graph, config, job)
+        payload: Any = await self._resume_payload(graph, config, job, check.interrupt_id)
         if isinstance(payload, _Finished):
             settled = _outcome_of(payload.values, job.run_id, job.thread_id)
             await claimed.complete(JobStatus.SKIPPED, None, settled.settlement)
             return None
         outcome = await self._invoke(
-            graph, payload, job.run_id, job.thread_id, first_sequence=job.next_sequence
+            graph, payload, job.run_id, job.thread_id, first_sequence=check.next_sequence
         )
         await claimed.complete(
             JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
@@ -174,11 +174,11 @@ class Runner:
         graph: Pregel[Any, Any, Any, Any],
         config: RunnableConfig,
         job: ResumeJob,
+        interrupt_id: str | None,
     ) -> Any:
         """What to resume the thread with: the decided call's pending interrupt, the thread's
         unfinished step, or nothing."""
         ref = {"request_id": job.request_id, "decision_id": job.decision_id}
-        interrupt_id = await self._interrupts.find(job.thread_id, job.request_id)
         if interrupt_id is not None:
             return Command(resume={interrupt_id: ref})
         # Not waiting: find out why, from the full state (the rare path).

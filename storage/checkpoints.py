@@ -8,6 +8,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg_pool import AsyncConnectionPool
 
+from approvals.model import ResumeCheck, ResumeJob, RunStatus
 from storage.db import Connection, Database
 
 
@@ -16,16 +17,27 @@ def make_saver(pool: AsyncConnectionPool[Connection]) -> AsyncPostgresSaver:
     return AsyncPostgresSaver(pool)
 
 
-class PgPendingInterrupts:
-    """Which interrupt of a thread's latest checkpoint belongs to an approval request."""
+class PgResumeChecks:
+    """What a resume re-reads under the thread's lock (``resume_check``), interrupts decoded
+    with the saver's serializer."""
 
     def __init__(self, db: Database, serde: SerializerProtocol) -> None:
         self._db = db
         self._serde = serde
 
-    async def find(self, thread_id: str, request_id: str) -> str | None:
-        for row in await self._db.all("latest_interrupt_writes", {"thread_id": thread_id}):
-            value: Any = self._serde.loads_typed((row["type"], bytes(row["blob"])))
+    async def check(self, job: ResumeJob) -> ResumeCheck:
+        row = await self._db.one("resume_check", {"run_id": job.run_id, "thread_id": job.thread_id})
+        if row is None:  # the statement returns one row whatever exists
+            raise RuntimeError("resume_check returned no row")
+        return ResumeCheck(
+            run_status=RunStatus(row["run_status"]) if row["run_status"] else None,
+            interrupt_id=self._waiting_on(row["types"] or [], row["blobs"] or [], job.request_id),
+            next_sequence=int(row["next_sequence"]),
+        )
+
+    def _waiting_on(self, types: list[str], blobs: list[bytes], request_id: str) -> str | None:
+        for type_, blob in zip(types, blobs, strict=True):
+            value: Any = self._serde.loads_typed((type_, bytes(blob)))
             for intr in value if isinstance(value, list | tuple) else [value]:
                 payload = getattr(intr, "value", None)
                 if isinstance(payload, dict) and payload.get("request_id") == request_id:

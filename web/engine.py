@@ -62,7 +62,7 @@ class Engine:
         from graphs.registry import GraphRegistry
         from graphs.runner import Runner
         from graphs.worker import Worker
-        from storage.checkpoints import PgPendingInterrupts, make_saver
+        from storage.checkpoints import PgResumeChecks, make_saver
 
         saver = make_saver(self.db.pool)
         deps = GraphDeps(
@@ -77,7 +77,7 @@ class Engine:
         runner = Runner(
             registry=registry,
             runs=self.runs,
-            interrupts=PgPendingInterrupts(self.db, saver.serde),
+            checks=PgResumeChecks(self.db, saver.serde),
             transient=is_transient,
         )
         worker = Worker(

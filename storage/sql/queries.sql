@@ -188,9 +188,9 @@ SELECT principal, at FROM approval_votes WHERE request_id = %(id)s ORDER BY at, 
 -- The oldest queued job nobody holds, with its run's graph; the caller's transaction holds the
 -- row (FOR UPDATE), then waits for and holds the thread's advisory lock, until it commits or
 -- its connection dies.
+-- Nothing here may be read for the resume: this statement's snapshot predates the lock
+-- (resume_check reads, after it, what the thread's last holder may have changed).
 SELECT q.*, r.graph, a.call_id,
-       (SELECT COALESCE(max(i.sequence) + 1, 0) FROM interception_records i
-         WHERE i.run_id = q.run_id) AS next_sequence,
        pg_advisory_xact_lock(hashtextextended(q.thread_id, 7277))::text AS locked
   FROM (SELECT * FROM resume_queue
          WHERE status = 'queued'
@@ -309,15 +309,26 @@ VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(args)s);
 -- name: side_effects_for_call
 SELECT * FROM demo_side_effects WHERE run_id = %(run_id)s AND call_id = %(call_id)s ORDER BY id;
 
--- name: latest_interrupt_writes
--- The interrupts a thread's latest checkpoint waits on. Reads LangGraph's own tables (owned by
--- its setup()) so the pre-resume check does not load and decode the whole conversation.
-SELECT w.type, w.blob
-  FROM checkpoint_writes w
- WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = '' AND w.channel = '__interrupt__'
-   AND w.checkpoint_id = (SELECT c.checkpoint_id FROM checkpoints c
-                           WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = ''
-                           ORDER BY c.checkpoint_id DESC LIMIT 1);
+-- name: resume_check
+-- What a resume re-reads once it holds the thread's lock, in one statement (so one snapshot,
+-- taken after the lock was granted): the run's status, its trail's next sequence number, and
+-- the interrupts the thread's latest checkpoint waits on. The last reads LangGraph's own
+-- tables (owned by its setup()), so the check does not load and decode the conversation.
+SELECT r.status AS run_status,
+       (SELECT COALESCE(max(i.sequence) + 1, 0) FROM interception_records i
+         WHERE i.run_id = %(run_id)s) AS next_sequence,
+       w.types, w.blobs
+  FROM (SELECT 1) one
+  LEFT JOIN runs r ON r.id = %(run_id)s
+ CROSS JOIN LATERAL (
+       SELECT array_agg(w.type ORDER BY w.task_id, w.idx) AS types,
+              array_agg(w.blob ORDER BY w.task_id, w.idx) AS blobs
+         FROM checkpoint_writes w
+        WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = ''
+          AND w.channel = '__interrupt__'
+          AND w.checkpoint_id = (SELECT c.checkpoint_id FROM checkpoints c
+                                  WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = ''
+                                  ORDER BY c.checkpoint_id DESC LIMIT 1)) w;
 
 -- name: run_interceptions
 -- A run's interception records, in the order they happened.

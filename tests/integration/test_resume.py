@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -331,3 +333,64 @@ async def test_a_finished_execution_is_replayed_not_run_again(engine: Engine) ->
     ]
     assert len(results) == 1
     assert "rf_recorded" in str(results[0].content)
+
+
+class _DecidesOnCompletion:
+    """A claimed job whose ``complete`` first runs ``before`` (the step has run, its trail is
+    about to be written)."""
+
+    def __init__(self, claimed: Any, before: Callable[[], Awaitable[None]]) -> None:
+        self._claimed = claimed
+        self._before = before
+
+    @property
+    def job(self) -> ResumeJob:
+        return self._claimed.job  # type: ignore[no-any-return]
+
+    async def complete(self, *args: Any) -> None:
+        await self._before()
+        await self._claimed.complete(*args)
+
+
+async def test_a_claim_that_waited_for_the_thread_reads_the_trail_after_the_wait(
+    engine: Engine,
+) -> None:
+    # Two calls of one turn, decided apart. While the first job's step ends, the second call
+    # is decided and its job claimed: that claim waits on the thread's lock until the first
+    # commits its trail. What the second resume checks (the run, the trail's next sequence
+    # number, what still waits) must be read once the lock is granted, not from before the
+    # wait, or its interception records reuse the first step's sequence numbers.
+    run = await start_refund(engine, "Refund orders 1001 and 1002")
+    requests = {r.call_id: r.id for r in await engine.requests.for_run(run.run_id)}
+    await engine.decide(requests["refund-1001"], "approve", principal="bob")
+    tasks: list[asyncio.Task[None]] = []
+
+    async def second_worker() -> None:
+        async with engine.queue.claim() as waiting:
+            assert waiting is not None
+            assert waiting.job.request_id == requests["refund-1002"]
+            await engine.runner.resume(waiting)
+
+    async def decide_and_claim_the_second() -> None:
+        await engine.decide(requests["refund-1002"], "reject", principal="bob", reason="no")
+        tasks.append(asyncio.create_task(second_worker()))
+        for _ in range(500):  # until the second claim waits on the thread's lock
+            if await scalar(engine, "select count(*) from pg_locks where not granted"):
+                return
+            await asyncio.sleep(0.01)
+        pytest.fail("the second claim never waited for the thread's lock")
+
+    async with engine.queue.claim() as held:
+        assert held is not None
+        await engine.runner.resume(_DecidesOnCompletion(held, decide_and_claim_the_second))
+    await tasks[0]
+    done = await engine.runs.get(run.run_id)
+    assert done is not None
+    assert done.status == "completed"
+    trail = await engine.audit.interceptions(run.run_id)
+    sequences = [r["sequence"] for r in trail]
+    # Unique and in order (an escalation still waiting is not recorded: its number is skipped).
+    assert sequences == sorted(set(sequences)), sequences
+    assert [r["point"] for r in trail][-3:] == ["post_model_call", "output", "agent_shutdown"]
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert await side_effects(engine, run.run_id, "refund-1002") == []
