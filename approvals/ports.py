@@ -205,10 +205,11 @@ class ResumeQueue(Protocol):
 
 
 class ResumeChecks(Protocol):
-    async def check(self, job: ResumeJob) -> ResumeCheck:
-        """What the job's resume must know, read in one statement whose snapshot is taken
-        now, under the thread's lock the caller holds (not from before it waited for it):
-        the run's status, its trail's next sequence number, the interrupt still waiting."""
+    async def begin(self, job: ResumeJob) -> ResumeCheck:
+        """Log that the job's resume begins (``resume.started``) and read what it must know,
+        in one statement whose snapshot is taken now, under the thread's lock the caller holds
+        (not from before it waited for it): the run's status, its trail's next sequence
+        number, the interrupt still waiting."""
         ...
 
 

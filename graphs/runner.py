@@ -146,7 +146,7 @@ class Runner:
         The caller holds the job (and with it the thread's lock) until this returns.
         """
         job = claimed.job
-        check = await self._checks.check(job)
+        check = await self._checks.begin(job)
         if check.run_status is RunStatus.CANCELLED:
             # Read under the thread's lock, which a cancellation also takes: a run cancelled
             # before this claim is never resumed, whatever decision queued the job.

@@ -74,10 +74,6 @@ class PgAuditLog:
         record's own timestamp) and when it was stored (``at``)."""
         return await self._db.all("audit_run_interceptions", {"run_id": run_id})
 
-    async def resume_started(self, job_id: int) -> None:
-        """Log that a worker began resuming a claimed job (on a connection of its own)."""
-        await self._db.run("audit_resume_started", {"job": job_id})
-
     async def search(
         self, filters: AuditFilter, *, before: int | None = None, limit: int = 50
     ) -> list[Row]:

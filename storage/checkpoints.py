@@ -18,17 +18,18 @@ def make_saver(pool: AsyncConnectionPool[Connection]) -> AsyncPostgresSaver:
 
 
 class PgResumeChecks:
-    """What a resume re-reads under the thread's lock (``resume_check``), interrupts decoded
-    with the saver's serializer."""
+    """A resume's start under the thread's lock (``begin_resume``): its audit event and what it
+    re-reads, interrupts decoded with the saver's serializer."""
 
     def __init__(self, db: Database, serde: SerializerProtocol) -> None:
         self._db = db
         self._serde = serde
 
-    async def check(self, job: ResumeJob) -> ResumeCheck:
-        row = await self._db.one("resume_check", {"run_id": job.run_id, "thread_id": job.thread_id})
+    async def begin(self, job: ResumeJob) -> ResumeCheck:
+        params = {"job": job.id, "run_id": job.run_id, "thread_id": job.thread_id}
+        row = await self._db.one("begin_resume", params)
         if row is None:  # the statement returns one row whatever exists
-            raise RuntimeError("resume_check returned no row")
+            raise RuntimeError("begin_resume returned no row")
         return ResumeCheck(
             run_status=RunStatus(row["run_status"]) if row["run_status"] else None,
             interrupt_id=self._waiting_on(row["types"] or [], row["blobs"] or [], job.request_id),

@@ -59,11 +59,7 @@ class PgResumeQueue:
             if row is None:
                 yield None
                 return
-            job = ResumeJob.from_row(row)
-            # On another connection: an audit insert holds the log's chain head until its
-            # transaction ends, and this one lasts the whole resumed step.
-            await self._db.run("audit_resume_started", {"job": job.id})
-            yield PgClaimedJob(self._db, conn, job)
+            yield PgClaimedJob(self._db, conn, ResumeJob.from_row(row))
 
     async def queued(self) -> int:
         row = await self._db.one("queued_jobs", {})

@@ -189,7 +189,7 @@ SELECT principal, at FROM approval_votes WHERE request_id = %(id)s ORDER BY at, 
 -- row (FOR UPDATE), then waits for and holds the thread's advisory lock, until it commits or
 -- its connection dies.
 -- Nothing here may be read for the resume: this statement's snapshot predates the lock
--- (resume_check reads, after it, what the thread's last holder may have changed).
+-- (begin_resume reads, after it, what the thread's last holder may have changed).
 SELECT q.*, r.graph, a.call_id,
        pg_advisory_xact_lock(hashtextextended(q.thread_id, 7277))::text AS locked
   FROM (SELECT * FROM resume_queue
@@ -309,11 +309,21 @@ VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(args)s);
 -- name: side_effects_for_call
 SELECT * FROM demo_side_effects WHERE run_id = %(run_id)s AND call_id = %(call_id)s ORDER BY id;
 
--- name: resume_check
--- What a resume re-reads once it holds the thread's lock, in one statement (so one snapshot,
--- taken after the lock was granted): the run's status, its trail's next sequence number, and
--- the interrupts the thread's latest checkpoint waits on. The last reads LangGraph's own
--- tables (owned by its setup()), so the check does not load and decode the conversation.
+-- name: begin_resume
+-- A resume begins under the thread's lock: its audit event (resume.started, for a queued job),
+-- and what it re-reads, in one statement (so one snapshot, taken after the lock was granted):
+-- the run's status, its trail's next sequence number, and the interrupts the thread's latest
+-- checkpoint waits on. The last reads LangGraph's own tables (owned by its setup()), so the
+-- check does not load and decode the conversation. Run on a connection of its own, not in the
+-- claim's transaction: an audit insert holds the chain's head until its transaction ends, and
+-- the claim's lasts the whole step (whose own events would wait for it).
+WITH started AS (
+    INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, data)
+    SELECT 'resume.started', q.run_id, q.request_id, a.call_id, a.tool, a.state_version,
+           jsonb_build_object('job', q.id, 'attempt', q.attempts + 1)
+      FROM resume_queue q JOIN approval_requests a ON a.id = q.request_id
+     WHERE q.id = %(job)s
+)
 SELECT r.status AS run_status,
        (SELECT COALESCE(max(i.sequence) + 1, 0) FROM interception_records i
          WHERE i.run_id = %(run_id)s) AS next_sequence,
@@ -509,16 +519,6 @@ SELECT d.id, d.request_id, a.run_id, a.tool, d.channel, d.event, d.escalation_le
  LIMIT %(limit)s;
 
 -- ==== decision log ====
-
--- name: audit_resume_started
--- A worker began resuming a claimed job. Written on its own connection, not in the claim's
--- transaction: an audit insert holds the chain's head until its transaction ends, and the
--- claim's lasts the whole step (whose own events would wait for it).
-INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, data)
-SELECT 'resume.started', q.run_id, q.request_id, a.call_id, a.tool, a.state_version,
-       jsonb_build_object('job', q.id, 'attempt', q.attempts + 1)
-  FROM resume_queue q JOIN approval_requests a ON a.id = q.request_id
- WHERE q.id = %(job)s;
 
 -- name: audit_head
 SELECT last_id, hash, legacy_until FROM audit_chain_head;
