@@ -105,6 +105,24 @@ def emit_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
+def emit_listing(
+    items: list[dict[str, Any]],
+    *,
+    as_json: bool,
+    empty: str,
+    line: Callable[[dict[str, Any]], str],
+) -> None:
+    """A list command's output: the items as JSON, or else one line each (``empty`` when
+    there are none)."""
+    if as_json:
+        emit_json(items)
+        return
+    if not items:
+        typer.echo(empty)
+    for item in items:
+        typer.echo(line(item))
+
+
 def parse_json(option: str, text: str) -> Any:
     try:
         return json.loads(text)
@@ -245,14 +263,14 @@ def pending_list(
         status = None if include_all else RequestStatus.PENDING
         return [r.to_json() for r in await engine.requests.search(status, limit)]
 
-    items = run_async(main)
-    if as_json:
-        emit_json(items)
-        return
-    if not items:
-        typer.echo("nothing is waiting for a decision")
-    for r in items:
-        typer.echo(f"{r['id']}  {r['tool']}  {json.dumps(r['shown'].get('args'))}  {r['status']}")
+    emit_listing(
+        run_async(main),
+        as_json=as_json,
+        empty="nothing is waiting for a decision",
+        line=lambda r: (
+            f"{r['id']}  {r['tool']}  {json.dumps(r['shown'].get('args'))}  {r['status']}"
+        ),
+    )
 
 
 @tools_app.command("list")

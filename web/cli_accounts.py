@@ -76,20 +76,16 @@ def users_add(
 @users_app.command("list")
 def users_list(as_json: JsonOption = False) -> None:
     """List local accounts (never their passwords)."""
-    from web.cli import emit_json, run_async
+    from web.cli import emit_listing, run_async
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         return [user.to_json() for user in await engine.accounts.users()]
 
-    users = run_async(main)
-    if as_json:
-        emit_json(users)
-        return
-    if not users:
-        typer.echo("no local accounts")
-    for user in users:
+    def line(user: dict[str, Any]) -> str:
         state = "  disabled" if user["disabled"] else ""
-        typer.echo(f"{user['name']}  groups: {', '.join(user['groups'])}{state}")
+        return f"{user['name']}  groups: {', '.join(user['groups'])}{state}"
+
+    emit_listing(run_async(main), as_json=as_json, empty="no local accounts", line=line)
 
 
 @users_app.command("disable")
@@ -143,7 +139,7 @@ def tokens_create(
 @tokens_app.command("list")
 def tokens_list(as_json: JsonOption = False) -> None:
     """List API tokens (never their secrets)."""
-    from web.cli import emit_json, run_async
+    from web.cli import emit_listing, run_async
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         return [
@@ -157,17 +153,13 @@ def tokens_list(as_json: JsonOption = False) -> None:
             for t in await engine.accounts.tokens()
         ]
 
-    tokens = run_async(main)
-    if as_json:
-        emit_json(tokens)
-        return
-    if not tokens:
-        typer.echo("no API tokens")
-    for t in tokens:
+    def line(t: dict[str, Any]) -> str:
         state = f"revoked {t['revoked_at']}" if t["revoked_at"] else "active"
-        typer.echo(
+        return (
             f"{t['name']}  groups: {', '.join(t['groups'])}  created by {t['created_by']}  {state}"
         )
+
+    emit_listing(run_async(main), as_json=as_json, empty="no API tokens", line=line)
 
 
 @tokens_app.command("revoke")

@@ -60,7 +60,7 @@ def notifications_list(
 ) -> None:
     """Deliveries, newest first: channel, event, escalation level, status, attempts, last
     error."""
-    from web.cli import emit_json, run_async
+    from web.cli import emit_listing, run_async
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         wanted = parse_request_id(request_id) if request_id is not None else None
@@ -69,19 +69,15 @@ def notifications_list(
         )
         return [_row(row) for row in rows]
 
-    items = run_async(main)
-    if as_json:
-        emit_json(items)
-        return
-    if not items:
-        typer.echo("no notification deliveries")
-    for item in items:
+    def line(item: dict[str, Any]) -> str:
         error = f"  last error: {item['last_error']}" if item["last_error"] else ""
-        typer.echo(
+        return (
             f"{item['created_at']}  {item['request_id']}  {item['tool']}  {item['channel']}  "
             f"{item['event']} (level {item['escalation_level']})  {item['status']} after "
             f"{item['attempts']} attempt(s){error}"
         )
+
+    emit_listing(run_async(main), as_json=as_json, empty="no notification deliveries", line=line)
 
 
 @notifications_app.command("log")
@@ -90,23 +86,24 @@ def notifications_log(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Every attempt to notify about one request, on every channel, in order."""
-    from web.cli import emit_json, run_async
+    from web.cli import emit_listing, run_async
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         rows = await PgNotifications(engine.db).attempts(parse_request_id(request_id))
         return [_row(row) for row in rows]
 
-    items = run_async(main)
-    if as_json:
-        emit_json(items)
-        return
-    if not items:
-        typer.echo(f"no notification was attempted for request {request_id}")
-    for item in items:
+    def line(item: dict[str, Any]) -> str:
         code = f" {item['response_code']}" if item["response_code"] is not None else ""
         error = f"  {item['error']}" if item["error"] else ""
-        typer.echo(
+        return (
             f"{item['at']}  {item['channel']}  {item['event']} (level "
             f"{item['escalation_level']})  attempt {item['attempt']}: {item['status']}{code}"
             f"{error}"
         )
+
+    emit_listing(
+        run_async(main),
+        as_json=as_json,
+        empty=f"no notification was attempted for request {request_id}",
+        line=line,
+    )

@@ -19,7 +19,7 @@ def outcomes_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Executions whose outcome is unknown, and the request that reconciles each."""
-    from web.cli import emit_json, run_async
+    from web.cli import emit_listing, run_async
     from web.engine import Engine
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
@@ -34,16 +34,14 @@ def outcomes_list(
             for row in await engine.ledger.unknown_outcomes()
         ]
 
-    items = run_async(main)
-    if as_json:
-        emit_json(items)
-        return
-    if not items:
-        typer.echo("no call has an unknown outcome")
-    for item in items:
+    def line(item: dict[str, Any]) -> str:
         how = (
             f"decide {item['request_id']} approve|reject --reason ..."
             if item["request_id"]
             else "its run has not been resumed yet"
         )
-        typer.echo(f"{item['run_id']}  {item['call_id']}  {item['tool']}  ({how})")
+        return f"{item['run_id']}  {item['call_id']}  {item['tool']}  ({how})"
+
+    emit_listing(
+        run_async(main), as_json=as_json, empty="no call has an unknown outcome", line=line
+    )
