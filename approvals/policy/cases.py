@@ -26,6 +26,7 @@ from approvals.policy.evaluation import (
 )
 from approvals.policy.rules import CONTENT_POINTS, TOOL_POINTS
 from approvals.policy.source import Fields, PolicyError, Reader, format_duration
+from approvals.redaction import policy_path
 
 CASES_FIELDS = ("policy", "cases")
 CASE_FIELDS = (
@@ -50,6 +51,7 @@ EXPECT_FIELDS = (
     "expires_in",
     "allow_edit",
     "on_expiry",
+    "redact",
     "value",
 )
 OUTCOMES = ("allow", "warn", "deny", "escalate", "transform")
@@ -67,6 +69,8 @@ class Expectation:
     expires_in: timedelta | None = _ABSENT
     allow_edit: bool | None = None
     on_expiry: str | None = None
+    #: The redacted argument paths, relative (``payment.card``); ``()``: none.
+    redact: tuple[str, ...] | None = None
     value: Any = _ABSENT
 
     def describe(self) -> str:
@@ -86,6 +90,8 @@ class Expectation:
             details.append("edits allowed" if self.allow_edit else "no edits")
         if self.on_expiry is not None:
             details.append(f"on expiry: {self.on_expiry}")
+        if self.redact is not None:
+            details.append(_redacted(self.redact))
         if self.value is not _ABSENT:
             details.append(f"value: {self.value!r}")
         return " ".join(parts) + (f" ({'; '.join(details)})" if details else "")
@@ -278,6 +284,7 @@ def _expectation(reader: Reader, node: Node, what: str) -> Expectation:
         ("expires_in", "escalate"),
         ("allow_edit", "escalate"),
         ("on_expiry", "escalate"),
+        ("redact", "escalate"),
         ("value", "transform"),
     ):
         if key in fields and decision != applies:
@@ -312,10 +319,27 @@ def _expectation(reader: Reader, node: Node, what: str) -> Expectation:
         if "allow_edit" in fields
         else None,
         on_expiry=_enum_value(reader, fields, "on_expiry", OnExpiry, what),
+        redact=_redact_paths(reader, fields.value("redact"), f"{what}: expect.redact")
+        if "redact" in fields
+        else None,
         value=reader.data(fields.value("value"), f"{what}: expect.value")
         if "value" in fields
         else _ABSENT,
     )
+
+
+def _redact_paths(reader: Reader, node: Node, what: str) -> tuple[str, ...]:
+    paths = []
+    for text, item in reader.strings(node, what):
+        try:
+            paths.append(policy_path(text))
+        except ValueError as exc:
+            raise reader.error(item, f"{what}: {exc}") from None
+    return tuple(paths)
+
+
+def _redacted(paths: tuple[str, ...]) -> str:
+    return f"redact: [{', '.join(f'args.{p}' for p in paths)}]" if paths else "nothing redacted"
 
 
 def _enum_value(
@@ -404,6 +428,8 @@ def describe(verdict: Verdict, value: Any = _ABSENT) -> str:
                 for s in escalation.then
             )
             details.append(f"on expiry: escalate to {chain}")
+        if escalation.redact:
+            details.append(_redacted(escalation.redact))
     if value is not _ABSENT:
         details.append(f"value: {value!r}")
     if outcome == "deny" and verdict.message:
@@ -453,6 +479,8 @@ def _details_match(expect: Expectation, verdict: Verdict, value: Any) -> bool:
         if expect.allow_edit is not None and escalation.allow_edit != expect.allow_edit:
             return False
         if expect.on_expiry is not None and escalation.on_expiry != expect.on_expiry:
+            return False
+        if expect.redact is not None and escalation.redact != expect.redact:
             return False
     return expect.value is _ABSENT or value == expect.value
 

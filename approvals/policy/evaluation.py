@@ -134,6 +134,8 @@ class Escalation:
     #: What happens when the deadline passes; with ``escalate``, ``then`` is the chain.
     on_expiry: OnExpiry = OnExpiry.REJECT
     then: tuple[EscalationStep, ...] = ()
+    #: Argument paths (relative: ``payment.card``) redacted from what the approver is shown.
+    redact: tuple[str, ...] = ()
 
 
 def escalation_of(verdict: Verdict) -> Escalation | None:
@@ -156,6 +158,7 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
     items = chain if isinstance(chain, list) else []
     steps = tuple(s for item in items if (s := EscalationStep.from_json(item)) is not None)
     escalates = block.get("on_expiry") == OnExpiry.ESCALATE and 0 < len(steps) == len(items)
+    redact = block.get("redact")
     return Escalation(
         rule=rule if isinstance(rule, str) else (verdict.reason or ""),
         approvers=(
@@ -170,6 +173,7 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
         quorum=quorum if isinstance(quorum, int) and not isinstance(quorum, bool) else 1,
         on_expiry=OnExpiry.ESCALATE if escalates else OnExpiry.REJECT,
         then=steps if escalates else (),
+        redact=(tuple(p for p in redact if isinstance(p, str)) if isinstance(redact, list) else ()),
     )
 
 
@@ -187,6 +191,9 @@ def _approval_block(escalation: Escalation) -> dict[str, Any]:
         # Only when asked for: the default (reject) keeps the block as it always was.
         block["on_expiry"] = escalation.on_expiry.value
         block["then"] = [step.to_json() for step in escalation.then]
+    if escalation.redact:
+        # What the host must not show the approver (see approvals.redaction).
+        block["redact"] = list(escalation.redact)
     return block
 
 
@@ -318,6 +325,7 @@ class Policy:
                 quorum=rule.quorum,
                 on_expiry=rule.on_expiry,
                 then=rule.then,
+                redact=rule.redact,
             )
             return Verdict(
                 decision=Decision.DENY,

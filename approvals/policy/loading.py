@@ -31,6 +31,7 @@ from approvals.policy.rules import (
     SetArgument,
 )
 from approvals.policy.source import Fields, PolicyError, Reader
+from approvals.redaction import overlap, policy_path
 
 POLICY_FIELDS = ("policy", "version", "description", "default", "points", "rules")
 RULE_FIELDS = (
@@ -48,10 +49,19 @@ RULE_FIELDS = (
     "quorum",
     "on_expiry",
     "then",
+    "redact",
     "mask",
     "set",
 )
-ESCALATE_FIELDS = ("approvers", "expires_in", "allow_edit", "quorum", "on_expiry", "then")
+ESCALATE_FIELDS = (
+    "approvers",
+    "expires_in",
+    "allow_edit",
+    "quorum",
+    "on_expiry",
+    "then",
+    "redact",
+)
 MAX_QUORUM = 20
 #: The fields of one step of an escalation chain (``then``), and how long a chain may be.
 STEP_FIELDS = ("approvers", "expires_in")
@@ -249,6 +259,7 @@ def _rule(
                 quorum_node, f"{what}: quorum must be between 1 and {MAX_QUORUM}, not {quorum}"
             )
     on_expiry, then = _on_expiry(reader, fields, what)
+    redact = _redact(reader, fields, what, frozenset(points)) if "redact" in fields else ()
     return Rule(
         id=rule_id,
         points=frozenset(points),
@@ -272,6 +283,7 @@ def _rule(
         quorum=quorum,
         on_expiry=on_expiry,
         then=then,
+        redact=redact,
         mask=mask,
         set=change,
         line=int(node.start_mark.line) + 1,
@@ -326,6 +338,36 @@ def _on_expiry(
             )
         )
     return on_expiry, tuple(steps)
+
+
+def _redact(
+    reader: Reader, fields: Fields, what: str, points: frozenset[InterceptionPoint]
+) -> tuple[str, ...]:
+    """An escalate rule's ``redact``: the tool arguments its approvers are not shown."""
+    node = fields.value("redact")
+    if points != {InterceptionPoint.PRE_TOOL_CALL}:
+        raise reader.error(
+            fields.key("redact"),
+            f"{what}: 'redact' names tool arguments, so the rule must apply at pre_tool_call only",
+        )
+    entries = reader.strings(node, f"{what}: redact")
+    if not entries:
+        raise reader.error(node, f"{what}: redact: name at least one argument (args.<key>)")
+    paths: list[str] = []
+    for text, item in entries:
+        try:
+            path = policy_path(text)
+        except ValueError as exc:
+            raise reader.error(item, f"{what}: redact: {exc}") from None
+        paths.append(path)
+        nested = overlap(paths)
+        if nested is not None:
+            raise reader.error(
+                item,
+                f"{what}: redact: args.{nested[0]} lies inside args.{nested[1]}, which is "
+                "redacted whole already",
+            )
+    return tuple(paths)
 
 
 def _condition(

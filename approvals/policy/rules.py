@@ -114,6 +114,8 @@ class Rule:
     #: What happens when the deadline passes (escalate only), and the escalation chain.
     on_expiry: OnExpiry = OnExpiry.REJECT
     then: tuple[EscalationStep, ...] = ()
+    #: Argument paths (relative: ``payment.card``) the approver is not shown (escalate only).
+    redact: tuple[str, ...] = ()
     mask: Mask | None = None
     set: SetArgument | None = None
     line: int = 0
@@ -160,6 +162,7 @@ class Rule:
             out["quorum"] = self.quorum
             out["on_expiry"] = self.on_expiry.value
             out["then"] = [step.to_json() for step in self.then]
+            out["redact"] = [f"args.{path}" for path in self.redact]
         if self.mask is not None:
             out["mask"] = {
                 "pattern": self.mask.pattern.pattern,

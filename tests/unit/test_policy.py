@@ -948,3 +948,115 @@ def test_a_case_may_expect_what_happens_on_expiry() -> None:
             "    expect: {decision: escalate, on_expiry: never}\n",
             "c.yaml",
         )
+
+
+# ---- redact: arguments the approver is not shown ------------------------------------------------
+
+CARD_RULE = """\
+  - id: card-payments
+    point: pre_tool_call
+    tool: pay
+    action: escalate
+    approvers: [finance]
+"""
+
+
+def test_redact_paths_reach_the_approval_block_relative_to_the_arguments() -> None:
+    loaded = policy(REFUND_HEAD + CARD_RULE + "    redact: [args.card_number, args.payment.cvv]\n")
+    assert loaded.rules[0].redact == ("card_number", "payment.cvv")
+    assert loaded.rules[0].to_json()["redact"] == ["args.card_number", "args.payment.cvv"]
+    verdict = loaded.intercept(pre_tool_call("pay", {"card_number": "4111111111111111"}))
+    checked = json.loads(_core.validate_verdict(json.dumps(verdict.to_wire())))
+    assert checked["approval"]["redact"] == ["card_number", "payment.cvv"]
+    escalation = escalation_of(Verdict.from_wire(checked))
+    assert escalation is not None
+    assert escalation.redact == ("card_number", "payment.cvv")
+
+
+def test_an_escalation_without_redact_keeps_its_block_as_before() -> None:
+    verdict = policy(REFUND_HEAD + CARD_RULE).intercept(pre_tool_call("pay", {}))
+    assert verdict.approval is not None
+    assert "redact" not in verdict.approval
+
+
+@pytest.mark.parametrize(
+    ("entries", "line", "says"),
+    [
+        ("[card_number]", 9, "'card_number' does not name a tool argument: write args.<key>"),
+        ("[args.card_number, result.x]", 9, "'result.x' does not name a tool argument"),
+        ("['args.items[0].card']", 9, "list items cannot be redacted one by one"),
+        ("[args.card number]", 9, "is not a key path such as args.card_number"),
+        ("[args.a, args.a]", 9, "'args.a' is listed twice"),
+        ("[args.payment, args.payment.cvv]", 9, "args.payment.cvv lies inside args.payment"),
+        ("[args.payment.cvv, args.payment]", 9, "args.payment.cvv lies inside args.payment"),
+        ("[]", 9, "redact: name at least one argument"),
+        ("args.card_number", 9, "redact: expected a list of strings"),
+        ("[1]", 9, "redact: expected a string, got an integer"),
+    ],
+)
+def test_a_redact_path_that_names_no_argument_is_refused_with_its_line(
+    entries: str, line: int, says: str
+) -> None:
+    error = refusal(REFUND_HEAD + CARD_RULE + f"    redact: {entries}\n")
+    assert error.line == line
+    assert error.reason.startswith("rule card-payments: ")
+    assert says in error.reason
+
+
+def test_a_redact_entry_on_its_own_line_is_named_by_that_line() -> None:
+    error = refusal(
+        REFUND_HEAD + CARD_RULE + "    redact:\n      - args.card_number\n      - args.items[1]\n"
+    )
+    assert error.line == 11
+    assert "list items cannot be redacted" in error.reason
+
+
+def test_redact_off_an_escalation_or_off_pre_tool_call_is_refused() -> None:
+    on_deny = refusal(
+        REFUND_HEAD
+        + "  - id: never\n    point: pre_tool_call\n    action: deny\n    redact: [args.card]\n"
+    )
+    assert on_deny.line == 7
+    assert "'redact' applies only to escalate rules (this rule's action is deny)" in on_deny.reason
+    elsewhere = refusal(
+        REFUND_HEAD
+        + "  - id: both\n    point: [pre_tool_call, post_tool_call]\n    action: escalate\n"
+        + "    redact: [args.card]\n"
+    )
+    assert elsewhere.line == 7
+    assert "'redact' names tool arguments, so the rule must apply at pre_tool_call only" in (
+        elsewhere.reason
+    )
+
+
+def test_a_case_may_expect_what_an_escalation_redacts() -> None:
+    loaded = policy(REFUND_HEAD + CARD_RULE + "    redact: [args.card_number]\n")
+    cases = parse_cases(
+        textwrap.dedent(
+            """\
+            cases:
+              - name: card is redacted
+                point: pre_tool_call
+                tool: pay
+                args: {card_number: "4111111111111111"}
+                expect: {decision: escalate, redact: [args.card_number]}
+              - name: wrongly expects nothing redacted
+                point: pre_tool_call
+                tool: pay
+                args: {card_number: "4111111111111111"}
+                expect: {decision: escalate, redact: []}
+            """
+        ),
+        "c.yaml",
+    )
+    passed, failed = run_cases(loaded, cases)
+    assert passed.passed
+    assert not failed.passed
+    assert "redact: [args.card_number]" in failed.got
+    assert "nothing redacted" in failed.expected
+    with pytest.raises(PolicyError, match=r"c\.yaml:5: .*expect\.redact: 'card' does not name"):
+        parse_cases(
+            "cases:\n  - name: a\n    point: pre_tool_call\n    tool: t\n"
+            "    expect: {decision: escalate, redact: [card]}\n",
+            "c.yaml",
+        )
