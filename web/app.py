@@ -27,9 +27,11 @@ from approvals.authz import ApproverRules
 from approvals.errors import ApprovalsError
 from approvals.principals import Principal
 from graphs.worker import ExpirySweeper
+from storage.changes import PgRequestChanges
 from storage.expiry import PgExpiry
 from storage.migrate import upgrade
-from web import api, audit_pages, ops, pages
+from storage.sessions import PgSessions
+from web import api, api_docs, audit_pages, ops, pages
 from web.engine import Engine, open_engine
 from web.errors import ApiError, status_of
 from web.oidc import CALLBACK_PATH, OidcLogin
@@ -69,6 +71,8 @@ def create_app(
                 if migrate:
                     await upgrade(url)
                 app.state.engine = await stack.enter_async_context(open_engine(url, settings))
+            app.state.sessions.bind(PgSessions(app.state.engine.db))
+            app.state.request_changes = PgRequestChanges(app.state.engine.db)
             worker_task: asyncio.Task[None] | None = None
             stop = asyncio.Event()
             if with_worker:
@@ -90,7 +94,8 @@ def create_app(
         version="0.1.0",
         summary="Human approval of AI agents' sensitive tool calls",
         lifespan=lifespan,
-        docs_url="/api/docs",
+        # Our own /api/docs (web.api_docs): FastAPI's loads a CDN with an inline script.
+        docs_url=None,
         redoc_url=None,
         openapi_url="/api/openapi.json",
     )
@@ -102,8 +107,13 @@ def create_app(
         secret_key(settings.secret_key, settings.data_dir),
         ttl_seconds=settings.session_ttl_seconds,
         secure=settings.public_url.startswith("https://"),
+        cache_seconds=settings.session_cache_seconds,
     )
-    app.state.throttle = LoginThrottle(settings.login_attempts, settings.login_window_seconds)
+    app.state.throttle = LoginThrottle(
+        settings.login_attempts,
+        settings.login_window_seconds,
+        account_attempts=settings.login_account_attempts,
+    )
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
@@ -166,11 +176,12 @@ def create_app(
     app.include_router(pages.router())
     app.include_router(ops.router())
     app.include_router(audit_pages.router())
+    app.include_router(api_docs.router("/api/openapi.json"))
     if settings.oidc_issuer and settings.oidc_client_id and settings.oidc_client_secret:
 
         async def oidc_signed_in(request: Request, principal: Principal) -> Response:
             log.info("signed in %s through OpenID Connect", principal.id)
-            return pages.sign_in(request, principal, "/")
+            return await pages.sign_in(request, principal, "/")
 
         async def oidc_failed(request: Request, message: str, status: int) -> Response:
             log.warning("OpenID Connect sign-in failed (%s): %s", status, message)

@@ -2,8 +2,9 @@
 
 Server-rendered (Jinja2, autoescaped), no inline script: every page works without JavaScript;
 ``/static/app.js`` only adds live updates (server-sent events) and countdowns. Identity comes
-from the signed session cookie only. Every state-changing form carries the session's CSRF token
-and must come from the app's own origin.
+only from the server-side session that the signed cookie names (``web.security``). Every
+state-changing form, the sign-in form included, carries a CSRF token and must come from the
+configured public URL's origin.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +33,7 @@ from approvals.errors import (
 )
 from approvals.model import ApprovalRequest, RequestStatus
 from approvals.principals import Principal
+from storage.changes import PgRequestChanges
 from web.engine import Engine
 from web.errors import status_of
 from web.security import LoginThrottle, Session, Sessions, same_origin
@@ -65,8 +68,10 @@ def _settings(request: Request) -> Settings:
     return settings
 
 
-def signed_in(request: Request) -> Session:
-    session = _sessions(request).read(request)
+async def signed_in(request: Request) -> Session:
+    # Anything but a GET changes state: it asks the database, never this process's cache, so
+    # a session ended a moment ago (sign-out elsewhere, the account disabled) decides nothing.
+    session = await _sessions(request).read(request, fresh=request.method != "GET")
     if session is None:
         raise LoginRequired
     return session
@@ -80,7 +85,14 @@ def check_form(request: Request, session: Session, csrf: str | None) -> None:
     if not _sessions(request).csrf_ok(session, csrf):
         raise FormRefused("the form has expired or did not come from this site; reload and retry")
     if not same_origin(request, _settings(request).public_url):
-        raise FormRefused("the form did not come from this site")
+        raise FormRefused(_foreign_origin(request))
+
+
+def _foreign_origin(request: Request) -> str:
+    return (
+        "the form did not come from this site; open the app at "
+        f"{_settings(request).public_url} (its configured public URL) and retry"
+    )
 
 
 class FormRefused(Exception):
@@ -120,7 +132,11 @@ async def error_page(request: Request, exc: ApprovalsError) -> Response:
 
 
 async def status_page(request: Request, status: int, message: str) -> Response:
-    session = _sessions(request).read(request)
+    try:
+        session = await _sessions(request).read(request)
+    except (ApprovalsError, RuntimeError):
+        # The page that says what went wrong must not fail in turn (no database, no store).
+        session = None
     return render(request, "error.html", session, status, status=status, message=message)
 
 
@@ -255,7 +271,7 @@ def router() -> APIRouter:
 
     @pages.get("/login")
     async def login_form(request: Request, next: str = "/") -> Response:
-        return render(request, "login.html", None, next=_safe_next(next))
+        return login_page(request, next=_safe_next(next))
 
     @pages.post("/login")
     async def login(
@@ -263,15 +279,29 @@ def router() -> APIRouter:
         username: Annotated[str, Form(max_length=200)] = "",
         password: Annotated[str, Form(max_length=1024)] = "",
         next: Annotated[str, Form(max_length=500)] = "/",
+        csrf: Annotated[str, Form(max_length=1000)] = "",
     ) -> Response:
+        # Login CSRF: another site must not sign this browser in as someone else (whose
+        # inbox the victim would then act in). The form's token must match this browser's
+        # sign-in cookie, and the post must come from our own origin.
+        if not _sessions(request).login_token_ok(request, csrf) or not same_origin(
+            request, _settings(request).public_url
+        ):
+            log.warning("refused a sign-in form that did not come from this site")
+            return login_page(
+                request,
+                403,
+                error="The sign-in form expired or did not come from this site. Please sign in"
+                " again.",
+                next=_safe_next(next),
+                username=username,
+            )
         throttle: LoginThrottle = request.app.state.throttle
         client = request.client.host if request.client else "?"
         wait = throttle.blocked(username, client)
         if wait:
-            return render(
+            return login_page(
                 request,
-                "login.html",
-                None,
                 429,
                 error=f"Too many failed sign-ins. Try again in {int(wait) + 1} seconds.",
                 next=_safe_next(next),
@@ -280,17 +310,15 @@ def router() -> APIRouter:
         principal = await _engine(request).accounts.authenticate(username, password)
         if principal is None:
             throttle.failed(username, client)
-            return render(
+            return login_page(
                 request,
-                "login.html",
-                None,
                 401,
                 error="Wrong user name or password.",
                 next=_safe_next(next),
                 username=username,
             )
         throttle.succeeded(username, client)
-        return sign_in(request, principal, _safe_next(next))
+        return await sign_in(request, principal, _safe_next(next))
 
     @pages.post("/logout")
     async def logout(
@@ -298,7 +326,7 @@ def router() -> APIRouter:
     ) -> Response:
         check_form(request, session, csrf)
         response = RedirectResponse("/login", status_code=303)
-        _sessions(request).end(response)
+        await _sessions(request).end(response, session)
         return response
 
     @pages.get("/")
@@ -384,30 +412,73 @@ def router() -> APIRouter:
 
     @pages.get("/events")
     async def events(request: Request, session: SignedIn) -> Response:
-        """Server-sent events: ``changed`` whenever a request arrives or is decided."""
-        engine = _engine(request)
-
-        async def stream() -> Any:
-            last = None
-            yield "retry: 3000\n\n"
-            while not await request.is_disconnected():
-                mark = await engine.requests.version()
-                if last is not None and mark != last:
-                    yield "event: changed\ndata: {}\n\n"
-                last = mark
-                await asyncio.sleep(1.5)
-
+        """Server-sent events: ``changed`` when a request this principal may see arrives or is
+        decided (never for one it may not see), ``signed-out`` when its session has ended."""
         return StreamingResponse(
-            stream(), media_type="text/event-stream", headers={"cache-control": "no-store"}
+            _changes(request, session),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store"},
         )
 
     return pages
 
 
-def sign_in(request: Request, principal: Principal, next_url: str) -> Response:
+async def sign_in(request: Request, principal: Principal, next_url: str) -> Response:
+    """A new server-side session for ``principal`` (password or OpenID Connect), and to
+    ``next_url``."""
     response = RedirectResponse(next_url, status_code=303)
-    _sessions(request).start(response, principal)
+    sessions = _sessions(request)
+    await sessions.start(response, principal)
+    sessions.clear_login_cookie(response)
     return response
+
+
+def login_page(request: Request, status_code: int = 200, **context: Any) -> Response:
+    """The sign-in form, with its CSRF token and the cookie that token must match."""
+    sessions = _sessions(request)
+    nonce = sessions.login_nonce(request)
+    response = render(
+        request,
+        "login.html",
+        None,
+        status_code,
+        login_csrf=sessions.login_form_token(nonce),
+        **context,
+    )
+    sessions.set_login_cookie(response, nonce)
+    return response
+
+
+#: How far back each look at the changes reaches before the previous one: a request's times
+#: are those of its transaction's start, which may commit a little after a later look.
+EVENTS_OVERLAP = timedelta(seconds=60)
+EVENTS_POLL_SECONDS = 1.5
+
+
+async def _changes(request: Request, session: Session) -> AsyncIterator[str]:
+    """The live view's stream: what changed is filtered by what the principal may see, so the
+    mere arrival of another group's request tells nothing."""
+    changes: PgRequestChanges = request.app.state.request_changes
+    rules, sessions = _rules(request), _sessions(request)
+    yield "retry: 3000\n\n"
+    since, _ = await changes.since(None)
+    # (request id, status) already accounted for, with when it was seen; a change is told once.
+    _, recent = await changes.since(since - EVENTS_OVERLAP)
+    seen = {(r.id, r.status.value): since for r in recent}
+    while not await request.is_disconnected():
+        await asyncio.sleep(EVENTS_POLL_SECONDS)
+        current = await sessions.read(request)
+        if current is None or current.id != session.id:
+            yield "event: signed-out\ndata: {}\n\n"
+            return
+        now, changed = await changes.since(since - EVENTS_OVERLAP)
+        news = [r for r in changed if (r.id, r.status.value) not in seen]
+        for r in news:
+            seen[(r.id, r.status.value)] = now
+        seen = {key: at for key, at in seen.items() if now - at <= 2 * EVENTS_OVERLAP}
+        since = now
+        if any(rules.may_see(current.principal, r) for r in news):
+            yield "event: changed\ndata: {}\n\n"
 
 
 def _safe_next(value: str) -> str:

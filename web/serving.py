@@ -10,8 +10,10 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 from approvals.errors import AccountExists, ConfigurationError
 from web.app import create_app
@@ -46,6 +48,25 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}"
 
 
+def server_config(app: ASGIApp, settings: Settings, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration for the app, believing ``X-Forwarded-*`` headers only from
+    ``settings.trusted_proxies``.
+
+    uvicorn believes them from 127.0.0.1 by default (and from whatever ``FORWARDED_ALLOW_IPS``
+    says): anyone who reaches the app from the same machine could then claim any client address
+    and slip past the sign-in throttle. Here nothing is believed unless configured."""
+    trusted = list(settings.trusted_proxies)
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted,
+        **options,
+    )
+
+
 @asynccontextmanager
 async def serving(
     settings: Settings,
@@ -61,9 +82,7 @@ async def serving(
     )
     # log_config=None: uvicorn's records go through the process's handlers (web.logs), in
     # the same format as everything else.
-    config = uvicorn.Config(
-        app, log_level="warning", log_config=None, lifespan="on", timeout_graceful_shutdown=5
-    )
+    config = server_config(app, settings, log_config=None)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:

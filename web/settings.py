@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import tomllib
 from pathlib import Path
@@ -49,6 +50,9 @@ class Settings(BaseSettings):
     #: The URL approvers reach the app at (links in notifications, the OIDC redirect URI).
     public_url: str = "http://127.0.0.1:8000"
     session_ttl_seconds: int = Field(default=8 * 3600, gt=0, le=30 * 24 * 3600)
+    #: How long a process may reuse its last look at a session for a page view (sessions are
+    #: rows in the database; state-changing requests always look again). 0: look every time.
+    session_cache_seconds: float = Field(default=3.0, ge=0, le=10)
     #: Who may decide a request whose policy named no approver group.
     default_approver_group: str = "approvers"
     #: Members of this group see every request and the operators' views; they decide only what
@@ -57,7 +61,15 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=256 * 1024, ge=1024)
     #: Failed sign-ins per user name and client address before a pause.
     login_attempts: int = Field(default=5, ge=1)
+    #: Failed sign-ins per user name from all addresses together before a pause (bounds guessing
+    #: from many addresses; see docs/security.md). Unset: four times ``login_attempts``.
+    login_account_attempts: int | None = Field(default=None, ge=1)
     login_window_seconds: int = Field(default=300, ge=1)
+    #: Addresses (or networks, ``10.0.0.0/8``) of the reverse proxies whose ``X-Forwarded-For``
+    #: and ``X-Forwarded-Proto`` are believed: a JSON list or comma-separated. Empty (the
+    #: default): none, the client address is the TCP peer's. ``*`` trusts every peer: only when
+    #: nothing but the proxy can reach the app.
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     #: OpenID Connect (all three set: the login page offers it). The principal is issuer + subject.
     oidc_issuer: str | None = None
     oidc_client_id: str | None = None
@@ -93,7 +105,7 @@ class Settings(BaseSettings):
     #: How often the notifier looks for pending requests and due retries.
     notify_poll_seconds: float = Field(default=2.0, gt=0, le=3600)
 
-    @field_validator("notify_smtp_to", mode="before")
+    @field_validator("notify_smtp_to", "trusted_proxies", mode="before")
     @classmethod
     def _addresses(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -102,6 +114,23 @@ class Settings(BaseSettings):
                 return json.loads(text)
             return [a.strip() for a in text.split(",") if a.strip()]
         return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: list[str]) -> list[str]:
+        normal = []
+        for entry in value:
+            if entry == "*":
+                normal.append(entry)
+                continue
+            try:
+                # strict=False: 10.0.0.1/8 means 10.0.0.0/8, as uvicorn (strict) needs it.
+                normal.append(str(ipaddress.ip_network(entry, strict=False)))
+            except ValueError:
+                raise ValueError(
+                    f"{entry[:80]!r} is not an IP address or network (or '*')"
+                ) from None
+        return normal
 
     @property
     def oidc_enabled(self) -> bool:

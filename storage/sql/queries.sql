@@ -379,6 +379,20 @@ WITH disabled AS (
 )
 SELECT * FROM disabled;
 
+-- name: set_user_groups
+-- Replace a local account's groups, with its audit entry; no row when there is no such account.
+-- The users_end_sessions trigger ends the account's web sessions in the same statement.
+WITH changed AS (
+    UPDATE users SET groups = %(groups)s
+     WHERE name = %(name)s
+    RETURNING name, groups
+), audit AS (
+    INSERT INTO audit_events (kind, principal, data)
+    SELECT 'account.groups_changed', %(by)s, jsonb_build_object('name', c.name, 'groups', c.groups)
+      FROM changed c
+)
+SELECT * FROM changed;
+
 -- name: create_token
 -- A new API token (its digest only) with its audit entry; no row when the name is taken.
 WITH created AS (
@@ -788,3 +802,70 @@ SELECT count(*) FILTER (WHERE checkpoints + writes + blobs > 0) AS threads,
 -- The audit entry of a retention pass: who pruned what, how old (the log itself stays whole).
 INSERT INTO audit_events (kind, principal, data)
 VALUES ('retention.pruned', %(principal)s, %(data)s);
+
+-- ==== web sessions (web/security.py, storage/sessions.py) ====
+
+-- name: create_web_session
+-- A new session (only the hash of its id is stored); expired sessions are swept on the way.
+WITH swept AS (
+    DELETE FROM web_sessions WHERE expires_at <= now()
+)
+INSERT INTO web_sessions (id_hash, principal, name, via, account, groups, expires_at)
+VALUES (%(id_hash)s, %(principal)s, %(name)s, %(via)s, %(account)s, %(groups)s,
+        now() + make_interval(secs => %(ttl_seconds)s))
+RETURNING expires_at;
+
+-- name: web_session
+-- The live session with this id hash: not expired and, for a local account, still enabled. Its
+-- last-seen time is refreshed at most once a minute (not a write per page view).
+WITH live AS (
+    SELECT s.*
+      FROM web_sessions s
+      LEFT JOIN users u ON u.name = s.account
+     WHERE s.id_hash = %(id_hash)s AND s.expires_at > now()
+       AND (s.account IS NULL OR NOT u.disabled)
+), touched AS (
+    UPDATE web_sessions w SET last_seen_at = now()
+      FROM live
+     WHERE w.id_hash = live.id_hash AND live.last_seen_at < now() - interval '60 seconds'
+)
+SELECT principal, name, via, account, groups, created_at, expires_at, last_seen_at FROM live;
+
+-- name: end_web_session
+-- Sign-out: the session's row goes; its cookie then names nothing.
+DELETE FROM web_sessions WHERE id_hash = %(id_hash)s RETURNING principal;
+
+-- name: end_principal_sessions
+-- Every session of one principal (an operator's `approvals sessions end`), with an audit entry
+-- when there was any.
+WITH ended AS (
+    DELETE FROM web_sessions WHERE principal = %(principal)s RETURNING id_hash
+), audit AS (
+    INSERT INTO audit_events (kind, principal, data)
+    SELECT 'sessions.ended', %(by)s,
+           jsonb_build_object('principal', %(principal)s::text, 'sessions', count(*))
+      FROM ended
+    HAVING count(*) > 0
+)
+SELECT count(*) AS ended FROM ended;
+
+-- name: list_web_sessions
+-- Live sessions (all, or one principal's), newest first; never the ids.
+SELECT principal, name, via, account, groups, created_at, expires_at, last_seen_at
+  FROM web_sessions
+ WHERE expires_at > now() AND (%(principal)s::text IS NULL OR principal = %(principal)s)
+ ORDER BY created_at DESC
+ LIMIT %(limit)s;
+
+-- name: requests_changed_since
+-- What the live view (/events) compares: requests created or decided after a moment, with the
+-- database's own clock (db_now), so that each listener can keep only those its principal may
+-- see. One row with a NULL id when nothing changed.
+SELECT n.db_now, a.*
+  FROM (SELECT now() AS db_now) n
+  LEFT JOIN LATERAL (
+        SELECT * FROM approval_requests
+         WHERE %(since)s::timestamptz IS NOT NULL
+           AND (created_at > %(since)s OR decided_at > %(since)s)
+         ORDER BY GREATEST(created_at, COALESCE(decided_at, created_at)) DESC
+         LIMIT %(limit)s) a ON true;

@@ -52,7 +52,12 @@ async def test_the_demo_can_be_decided_in_its_web_app(
     login = await read_until(demo.stdout, r"sign in as (\S+) with password (\S+)", seen)
     user, password = login.group(1), login.group(2)
     async with httpx.AsyncClient(base_url=url, headers={"origin": url}) as browser:
-        signed = await browser.post("/login", data={"username": user, "password": password})
+        form = await browser.get("/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert token is not None  # the sign-in form's own CSRF token
+        signed = await browser.post(
+            "/login", data={"username": user, "password": password, "csrf": token.group(1)}
+        )
         assert signed.status_code == 303, signed.text
         page = await browser.get(f"/requests/{request_id}")
         assert page.status_code == 200

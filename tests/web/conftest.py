@@ -17,6 +17,7 @@ import uvicorn
 
 from web.app import create_app
 from web.engine import Engine
+from web.serving import server_config
 from web.settings import Settings
 
 PASSWORD = "correct horse battery staple"
@@ -49,7 +50,8 @@ def server(web_settings: Settings) -> Iterator[Server]:
     url = f"http://127.0.0.1:{port}"
     settings = web_settings.model_copy(update={"public_url": url})
     app = create_app(settings, with_worker=True, migrate=False)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+    # The same uvicorn configuration as `approvals serve` (which proxies are believed).
+    config = server_config(app, settings)
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -74,6 +76,21 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
+def login(client: httpx.Client, name: str, password: str = PASSWORD, **form: str) -> httpx.Response:
+    """Post the sign-in form as a browser does: fetch it first (its CSRF token and cookie)."""
+    token = login_csrf_of(client.get("/login").text)
+    data = {"username": name, "password": password, "next": "/", "csrf": token, **form}
+    return client.post("/login", data=data)
+
+
+def login_csrf_of(html: str) -> str:
+    match = re.search(
+        r'<form method="post" action="/login">.*?name="csrf" value="([^"]+)"', html, re.S
+    )
+    assert match, "no sign-in CSRF token on the page"
+    return match.group(1)
+
+
 SignIn = Callable[[str], httpx.Client]
 
 
@@ -86,7 +103,7 @@ def sign_in(server: Server) -> Iterator[SignIn]:
     def make(name: str) -> httpx.Client:
         client = httpx.Client(base_url=server.url, headers={"origin": server.url}, timeout=30)
         clients.append(client)
-        page = client.post("/login", data={"username": name, "password": PASSWORD, "next": "/"})
+        page = login(client, name)
         assert page.status_code == 303, page.text
         return client
 

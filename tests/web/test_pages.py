@@ -12,7 +12,7 @@ import httpx
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
 from tests.integration.helpers import scalar
-from tests.web.conftest import PASSWORD, Server, SignIn, add_user, csrf_of
+from tests.web.conftest import Server, SignIn, add_user, csrf_of, login
 from web.engine import Engine
 from web.security import SESSION_COOKIE
 
@@ -36,14 +36,11 @@ async def wait_for(engine: Engine, run_id: str, status: str) -> None:
 
 async def test_sign_in_wrong_password_and_throttling(server: Server, engine: Engine) -> None:
     await add_user(engine, "ann", "support")
-    with httpx.Client(base_url=server.url, timeout=30) as c:
+    with httpx.Client(base_url=server.url, headers={"origin": server.url}, timeout=30) as c:
         assert c.get("/").status_code == 303  # not signed in: to the login page
         assert c.get("/login").status_code == 200
-        wrong = [
-            c.post("/login", data={"username": "ann", "password": "nope"}).status_code
-            for _ in range(3)
-        ]
-        throttled = c.post("/login", data={"username": "ann", "password": PASSWORD})
+        wrong = [login(c, "ann", "nope").status_code for _ in range(3)]
+        throttled = login(c, "ann")
     assert wrong == [401, 401, 401]
     assert throttled.status_code == 429
     assert "Too many failed sign-ins" in throttled.text
@@ -55,9 +52,8 @@ async def test_sessions_are_signed_and_bounded(
     await add_user(engine, "ann", "support")
     c = sign_in("ann")
     cookie = c.cookies[SESSION_COOKIE]
-    set_cookie = c.post("/login", data={"username": "ann", "password": PASSWORD}).headers[
-        "set-cookie"
-    ]
+    response = login(c, "ann")
+    set_cookie = next(v for v in response.headers.get_list("set-cookie") if SESSION_COOKIE in v)
     assert "HttpOnly" in set_cookie
     assert "SameSite=lax" in set_cookie.replace("Lax", "lax")
     assert "Max-Age=" in set_cookie
@@ -74,25 +70,32 @@ async def test_sessions_are_signed_and_bounded(
             "p": {"id": "local:eve", "name": "eve", "via": "password", "groups": ["operators"]},
         }
     )
-    with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: forged}) as f:
-        assert f.get("/").status_code == 303
+    # Signed with the right key but naming no session: only a session row signs anyone in.
+    unknown = URLSafeTimedSerializer(
+        server.settings.secret_key or "", salt="approvals.session.v2"
+    ).dumps({"sid": "not-a-session"})
+    for value in (forged, unknown):
+        with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: value}) as f:
+            assert f.get("/").status_code == 303
 
 
-async def test_an_expired_session_cookie_is_refused(server: Server) -> None:
-    signer = URLSafeTimedSerializer(server.settings.secret_key or "", salt="approvals.session")
-    value = signer.dumps(
-        {"sid": "x", "p": {"id": "local:ann", "name": "ann", "via": "password", "groups": []}}
-    )
+async def test_an_expired_session_cookie_is_refused(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    key = server.settings.secret_key or ""
+    cookie = sign_in("ann").cookies[SESSION_COOKIE]
+    sid = URLSafeTimedSerializer(key, salt="approvals.session.v2").loads(cookie)["sid"]
 
     # itsdangerous stamps the time at signing: sign with a timestamp beyond the lifetime.
     class Past(TimestampSigner):
         def get_timestamp(self) -> int:
             return int(time.time()) - server.settings.session_ttl_seconds - 60
 
-    stale = URLSafeTimedSerializer(
-        server.settings.secret_key or "", salt="approvals.session", signer=Past
-    ).dumps({"sid": "x", "p": {"id": "local:ann", "name": "ann", "via": "password", "groups": []}})
-    with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: value}) as fresh:
+    stale = URLSafeTimedSerializer(key, salt="approvals.session.v2", signer=Past).dumps(
+        {"sid": sid}
+    )
+    with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: cookie}) as fresh:
         assert fresh.get("/").status_code == 200
     with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: stale}) as expired:
         response = expired.get("/")
@@ -251,10 +254,7 @@ async def test_logout_ends_the_session(server: Server, engine: Engine, sign_in: 
 
 async def test_open_redirects_are_refused(server: Server, engine: Engine) -> None:
     await add_user(engine, "ann", "support")
-    with httpx.Client(base_url=server.url, timeout=30) as c:
-        response = c.post(
-            "/login",
-            data={"username": "ann", "password": PASSWORD, "next": "//evil.example/x"},
-        )
+    with httpx.Client(base_url=server.url, headers={"origin": server.url}, timeout=30) as c:
+        response = login(c, "ann", next="//evil.example/x")
     assert response.status_code == 303
     assert response.headers["location"] == "/"

@@ -16,6 +16,12 @@
     if (live && window.EventSource) {
       var source = new EventSource(live.getAttribute("data-events"));
       source.addEventListener("changed", function () { window.location.reload(); });
+      // The session ended (signed out elsewhere, or the account changed): the reload shows
+      // the sign-in page.
+      source.addEventListener("signed-out", function () {
+        source.close();
+        window.location.reload();
+      });
     }
   });
 })();

@@ -1,0 +1,64 @@
+"""``/api/docs``: Swagger UI for the JSON API, served from the ``swagger-ui-bundle`` package.
+
+FastAPI's own docs page loads Swagger UI from a CDN and starts it with an inline script; the
+app's Content-Security-Policy (``script-src 'self'``, no ``unsafe-inline``) blocks both, and
+many deployments have no way out to a CDN anyway. Here the page is a template of ours, the
+assets come from the installed package (only the two files the page needs), and Swagger UI is
+started by ``/static/api-docs.js``, so the policy stays as strict as on every other page.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Final
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+
+DOCS_PATH: Final = "/api/docs"
+ASSETS_PATH: Final = "/api/docs-assets"
+#: The package's files the page uses; nothing else of the package is served.
+ASSETS: Final = {
+    "swagger-ui.css": "text/css; charset=utf-8",
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+}
+
+
+@cache
+def assets_dir() -> Path:
+    """The Swagger UI distribution inside the installed ``swagger-ui-bundle`` package."""
+    vendor = Path(str(resources.files("swagger_ui_bundle"))) / "vendor"
+    found = sorted(vendor.glob("swagger-ui-*/swagger-ui-bundle.js"))
+    if not found:
+        raise RuntimeError(f"no Swagger UI distribution in {vendor}")
+    return found[-1].parent
+
+
+_templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))
+
+
+def router(openapi_url: str) -> APIRouter:
+    docs = APIRouter(include_in_schema=False)
+
+    @docs.get(DOCS_PATH)
+    async def api_docs(request: Request) -> HTMLResponse:
+        return _templates.TemplateResponse(
+            request, "api-docs.html", {"openapi_url": openapi_url, "assets": ASSETS_PATH}
+        )
+
+    @docs.get(ASSETS_PATH + "/{name}")
+    async def asset(name: str) -> Response:
+        media_type = ASSETS.get(name)
+        if media_type is None:
+            return Response("not found", status_code=404, media_type="text/plain")
+        # The package's files: the same for everyone, nothing of anyone's in them.
+        return FileResponse(
+            assets_dir() / name,
+            media_type=media_type,
+            headers={"cache-control": "public, max-age=86400"},
+        )
+
+    return docs
