@@ -4,6 +4,9 @@
   a request that names none falls to the default approver group.
 - Operators see every request; seeing is not deciding.
 - Separation of duties: whoever started the run cannot decide its calls.
+- The rules count people, not principals: a token acts for the account that owns it, so
+  alice's token and alice's web account are one person. A service token (no owner) may start
+  runs but never decide.
 
 A request a principal may not see must look exactly like one that does not exist (the web app
 answers 404 for both); one it may see but not decide is refused with the reason (403).
@@ -36,8 +39,24 @@ class ApproverRules:
     def check_decide(self, principal: Principal, request: ApprovalRequest) -> None:
         """Raises ``NotAllowed`` unless ``principal`` may decide ``request`` (call it only for
         a request the principal may see)."""
-        if request.requested_by == principal.id:
+        if principal.person is None:
+            raise NotAllowed(
+                request.id,
+                f"{principal.id} is a service token (it has no owner): it may start runs but"
+                " never decide; decide with a token that belongs to your account"
+                " (approvals tokens create NAME --owner USER) or in the web app",
+            )
+        if request.requested_by == principal.id or (
+            request.requested_by_person is not None
+            and request.requested_by_person == principal.person
+        ):
             raise NotAllowed(request.id, "you started this run (separation of duties)")
+        if request.proposed_by is not None and request.proposed_by in (
+            principal.id,
+            getattr(principal, "person", None),
+        ):
+            # The edit needed other or more approvers: it never runs on the editor's word.
+            raise NotAllowed(request.id, "you edited these arguments; another approver decides")
         if not principal.groups & self.deciders(request):
             groups = ", ".join(sorted(self.deciders(request)))
             raise NotAllowed(request.id, f"only members of {groups} may decide it")

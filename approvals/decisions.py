@@ -8,18 +8,21 @@ request, and their content identity is bound to the decision.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 import jsonschema
 
 from approvals.errors import (
     EditedArgumentsInvalid,
+    EditRefused,
     InvalidDecision,
     InvalidRequestId,
     RequestNotFound,
+    ShownCopyChanged,
 )
 from approvals.identity import call_identity
-from approvals.model import Decision, DecisionKind, Verdict, Vote
+from approvals.json_values import check_inputs
+from approvals.model import ApprovalRequest, Decision, DecisionKind, Verdict, Vote
 from approvals.ports import ApprovalRequests, Decisions
 
 MAX_REASON_LENGTH = 2000
@@ -47,6 +50,18 @@ def _schema_errors(schema: dict[str, Any], args: dict[str, Any]) -> list[dict[st
     ]
 
 
+class EditRecheck(Protocol):
+    """Checks an approver's edited arguments against the policy of the run they belong to.
+
+    Returns the arguments as the tool parses them (what will run); raises ``EditRefused`` when
+    the policy denies or would rewrite them, ``EditedArgumentsInvalid`` when the tool refuses
+    them."""
+
+    async def __call__(
+        self, request: ApprovalRequest, args: dict[str, Any], /
+    ) -> dict[str, Any]: ...
+
+
 async def decide(
     requests: ApprovalRequests,
     decisions: Decisions,
@@ -56,14 +71,22 @@ async def decide(
     principal: str,
     reason: str | None = None,
     args: dict[str, Any] | None = None,
+    recheck: EditRecheck | None = None,
 ) -> Decision | Vote:
     """Decide one pending call as ``principal``.
+
+    Edited arguments go through ``recheck`` (the policy, again) before anything is consumed;
+    without one, edits are refused. A request whose shown copy no longer matches its digest is
+    refused (``ShownCopyChanged``) and the refusal recorded.
 
     Raises ``InvalidRequestId`` (malformed), ``RequestNotFound`` (unknown),
     ``RequestNotPending`` (decided, expired or superseded; also when another decider won a
     race), ``InvalidDecision`` or ``EditedArgumentsInvalid``.
     """
     canonical = parse_request_id(request_id)
+    # Refused here, before anything is read or written: text PostgreSQL cannot store, NaN,
+    # nesting that would exhaust the schema validator (InvalidValue names the field).
+    check_inputs(reason=reason, args=args, principal=principal)
     try:
         verdict = Verdict(verdict)
     except ValueError:
@@ -83,11 +106,15 @@ async def decide(
 
     kind = DecisionKind(verdict.value)
     args_identity = None
+    request = await requests.get(canonical)
+    if request is None:
+        raise RequestNotFound(canonical)
+    if not request.shown_intact:
+        # What the decider was shown is not what was recorded: no decision can be bound to it.
+        await requests.record_tampered(request, principal=principal.strip())
+        raise ShownCopyChanged(canonical)
     if args is not None:
         # Edits are validated against the schema recorded with the request.
-        request = await requests.get(canonical)
-        if request is None:
-            raise RequestNotFound(canonical)
         if not request.allow_edit and args != request.shown.get("args"):
             raise InvalidDecision(
                 canonical, "this request cannot be edited, only approved or rejected"
@@ -95,6 +122,18 @@ async def decide(
         errors = _schema_errors(request.args_schema, args)
         if errors:
             raise EditedArgumentsInvalid(canonical, errors)
+        if args != request.shown.get("args"):
+            if request.quorum > 1:
+                raise InvalidDecision(
+                    canonical,
+                    f"this request needs {request.quorum} approvers, so its arguments cannot "
+                    "be edited; approve or reject them as shown",
+                )
+            if recheck is None:
+                # An edit can change what a call does; without the policy to check it against,
+                # it is refused rather than run on the editor's word alone.
+                raise EditRefused(canonical, None, "edits cannot be checked here")
+            args = await recheck(request, args)
         if args != request.shown.get("args"):
             kind = DecisionKind.EDIT
         args_identity = call_identity(

@@ -50,6 +50,28 @@ class InvalidDecision(ApprovalsError):
         super().__init__(f"invalid decision for request {request_id}: {detail}")
 
 
+class EditRefused(InvalidDecision):
+    """The policy refuses the arguments an approver edited (a deny rule matches them, or a
+    transform would rewrite them): the edit is not taken and the request stays pending."""
+
+    def __init__(self, request_id: str, rule: str | None, message: str) -> None:
+        self.rule = rule
+        named = f"rule {rule}: {message}" if rule else message
+        super().__init__(request_id, f"the policy refuses the edited arguments ({named})")
+
+
+class ShownCopyChanged(RequestNotPending):
+    """What the request would show no longer matches the digest recorded with it: the row was
+    changed behind the engine's back. It is neither shown nor decided."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(request_id, "tampered")
+        self.args = (
+            f"approval request {request_id} was changed after it was recorded: what it shows "
+            "no longer matches its digest, so it cannot be shown or decided",
+        )
+
+
 class EditedArgumentsInvalid(ApprovalsError):
     """Arguments edited by an approver fail the tool's schema."""
 
@@ -102,6 +124,17 @@ class InvalidRunInput(ApprovalsError):
         super().__init__(f"invalid run input: {detail}")
 
 
+class InvalidValue(ApprovalsError):
+    """A value the engine cannot store, hash or show faithfully: text with a NUL or a lone
+    surrogate, NaN or Infinity, an integer beyond 2^53 - 1, something that is not JSON, or
+    nesting too deep (the rules are in ``approvals.json_values``)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field} {problem}")
+
+
 class ThreadBusy(ApprovalsError):
     """A thread whose earlier run still waits for decisions cannot take new input."""
 
@@ -142,11 +175,17 @@ class NotAllowed(ApprovalsError):
 
 
 class AlreadyVoted(ApprovalsError):
-    """This principal already approved a request that needs more approvers."""
+    """This person already approved a request that needs more approvers (through this principal
+    or another of theirs: a person's token and web account are one approver)."""
 
-    def __init__(self, request_id: str) -> None:
+    def __init__(self, request_id: str, earlier: str | None = None) -> None:
         self.request_id = request_id
-        super().__init__(f"you already approved request {request_id}; it waits for other approvers")
+        self.earlier = earlier
+        as_whom = f" (as {earlier})" if earlier else ""
+        super().__init__(
+            f"you already approved request {request_id}{as_whom}; one person is one approver,"
+            " so it waits for other approvers"
+        )
 
 
 class RunEnded(ApprovalsError):
@@ -156,3 +195,25 @@ class RunEnded(ApprovalsError):
         self.run_id = run_id
         self.status = status
         super().__init__(f"run {run_id} already ended (status: {status})")
+
+
+class RuntimeRoleRefused(ApprovalsError):
+    """A role that ``approvals db grant`` will not make the runtime role: it does not exist,
+    or it could alter, disable or drop what it would be given (an owner, a member of one, a
+    superuser)."""
+
+    def __init__(self, role: str, reason: str) -> None:
+        self.role = role
+        self.reason = reason
+        super().__init__(reason)
+
+
+class AnchorInvalid(ApprovalsError):
+    """An audit anchor this engine did not write as it stands: forged, edited, reordered, or
+    signed with another key."""
+
+    def __init__(self, source: str, line: int, reason: str) -> None:
+        self.source = source
+        self.line = line
+        self.reason = reason
+        super().__init__(f"anchor {source}:{line} is not valid: {reason}")

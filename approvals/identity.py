@@ -26,6 +26,12 @@ def call_identity(*, run_id: str, call_id: str, tool: str, args: dict[str, Any])
     return jcs_sha256({"run_id": run_id, "call_id": call_id, "tool": tool, "args": args})
 
 
+def shown_digest(*, run_id: str, call_id: str, tool: str, shown: dict[str, Any]) -> str:
+    """The digest of everything an approver is shown for one request (arguments, description,
+    the rule that escalated it, redaction markers), checked before it is displayed or decided."""
+    return jcs_sha256({"run_id": run_id, "call_id": call_id, "tool": tool, "shown": shown})
+
+
 def idempotency_key(*, run_id: str, call_id: str) -> str:
     """A stable key for the one execution a (run, call) may have; tools pass it downstream."""
     return hashlib.sha256(f"approvals:{run_id}:{call_id}".encode()).hexdigest()[:32]

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from approvals.identity import shown_digest
+
 
 class RequestStatus(enum.StrEnum):
     """Where an approval request is in its life. Only ``pending`` can be decided."""
@@ -136,6 +138,25 @@ class ApprovalRequest:
     escalation_chain: tuple[EscalationStep, ...] = ()
     #: How many times the request was escalated (0: still with its first approvers).
     escalation_level: int = 0
+    #: The person who started the run (``requested_by`` for a web account or an operator's
+    #: name, the owner's ``local:NAME`` for a token, ``None`` for a service token): whose
+    #: principals may not decide it. Set by the database when the request is recorded.
+    requested_by_person: str | None = None
+    #: The approver who edited the arguments into this request (who may not decide it).
+    proposed_by: str | None = None
+    #: jcs-sha256 of what the approver is shown, taken when the request was recorded.
+    shown_digest: str | None = None
+
+    @property
+    def shown_intact(self) -> bool:
+        """Whether the shown copy is still the one recorded (not edited behind our back)."""
+        return self.shown_digest == self.current_shown_digest()
+
+    def current_shown_digest(self) -> str:
+        """The digest of the shown copy as it is now."""
+        return shown_digest(
+            run_id=self.run_id, call_id=self.call_id, tool=self.tool, shown=self.shown
+        )
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ApprovalRequest:
@@ -166,6 +187,9 @@ class ApprovalRequest:
                 if (step := EscalationStep.from_json(item)) is not None
             ),
             escalation_level=row.get("escalation_level", 0),
+            requested_by_person=row.get("requested_by_person"),
+            proposed_by=row.get("proposed_by"),
+            shown_digest=row.get("shown_digest"),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -56,6 +56,9 @@ class NewRequest:
     on_expiry: OnExpiry = OnExpiry.REJECT
     #: The escalation steps still to come, in order (with ``on_expiry`` escalate).
     escalation_chain: tuple[EscalationStep, ...] = ()
+    #: The approver whose edit these arguments are, when the edit needed other or more
+    #: approvers: the editor may not decide this request.
+    proposed_by: str | None = None
 
 
 class ApprovalRequests(Protocol):
@@ -69,6 +72,11 @@ class ApprovalRequests(Protocol):
         ...
 
     async def get(self, request_id: str) -> ApprovalRequest | None: ...
+
+    async def record_tampered(self, request: ApprovalRequest, *, principal: str | None) -> None:
+        """Record (once per request) that its shown copy no longer matches its digest, as
+        found when ``principal`` looked at it or tried to decide it."""
+        ...
 
 
 class Decisions(Protocol):
@@ -106,7 +114,11 @@ class ToolLedger(Protocol):
         self, *, run_id: str, call_id: str, tool: str, key: str, args_identity: str
     ) -> tuple[bool, ToolExecution]:
         """Claim the single execution of (run, call). ``(True, row)`` when this caller owns
-        it; ``(False, existing)`` when an execution was already recorded."""
+        it; ``(False, existing)`` when an execution was already recorded.
+
+        ``existing`` may belong to another call that reused the call id: the caller compares
+        ``existing.args_identity`` with its own, and on a mismatch neither runs the tool nor
+        answers with ``existing``'s outcome (that outcome belongs to other arguments)."""
         ...
 
     async def finish(
@@ -234,9 +246,13 @@ class Accounts(Protocol):
         whether or not the name exists)."""
         ...
 
-    async def create_token(self, name: str, groups: Sequence[str], created_by: str) -> str:
+    async def create_token(
+        self, name: str, groups: Sequence[str], created_by: str, *, owner: str | None
+    ) -> str:
         """Create an API token and return its secret, which is shown once and never stored;
-        raises ``AccountExists`` (a token of that name exists) or ``InvalidAccount``."""
+        ``owner`` is the enabled local account it acts for (its groups among the owner's), or
+        ``None`` for a service token (starts runs, never decides). Raises ``AccountExists`` (a
+        token of that name exists) or ``InvalidAccount``."""
         ...
 
     async def verify_token(self, secret: str) -> Principal | None:

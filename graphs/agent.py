@@ -67,6 +67,8 @@ class ToolTask(TypedDict):
     run_id: str
     started_by: str
     tool_counts: dict[str, int]
+    #: Set when the call is refused before it reaches the tool seam: the error the model gets.
+    refused: NotRequired[dict[str, Any] | None]
 
 
 AgentGraph = CompiledStateGraph[AgentState, None, AgentState, AgentState]
@@ -131,6 +133,46 @@ def _tool_counts(messages: Sequence[BaseMessage]) -> dict[str, int]:
     return counts
 
 
+def _refusals(messages: Sequence[BaseMessage], turn: AIMessage) -> dict[str, dict[str, Any]]:
+    """The calls of ``turn`` (the latest model turn) refused for their id, each with the error
+    its one result carries.
+
+    A call id names one call of one run: the execution ledger keeps one execution per (run,
+    call id), approval requests are keyed by it, and the model pairs each result with its call
+    by it. So a call whose id an earlier turn of this run already used (``call_id_reused``)
+    never runs: running it would either replay the earlier call's result or pair a second
+    effect with the first one's record. A turn that proposes the same id twice
+    (``duplicate_call_id``) is refused whole, one error per distinct id: which result would
+    belong to which of the twins is undecidable, and a partial turn would run calls the model
+    planned together with the refused ones. Refused calls reach no interceptor and no human."""
+    earlier: set[str] = set()
+    for m in reversed(messages):
+        if isinstance(m, HumanMessage):
+            break
+        if isinstance(m, AIMessage) and m is not turn:
+            earlier.update(str(tc["id"]) for tc in m.tool_calls)
+    ids = [str(tc["id"]) for tc in turn.tool_calls]
+    twins = sorted({i for i in ids if ids.count(i) > 1})
+    refused: dict[str, dict[str, Any]] = {}
+    for call_id in dict.fromkeys(ids):
+        if call_id in earlier:
+            refused[call_id] = {
+                "code": "call_id_reused",
+                "call_id": call_id,
+                "message": f"call id {call_id!r} was already used by an earlier call of this "
+                "run; this call did not run. Propose it again with a new id.",
+            }
+        elif twins:
+            refused[call_id] = {
+                "code": "duplicate_call_id",
+                "call_ids": twins,
+                "message": "this turn proposed more than one call with the id(s) "
+                f"{', '.join(repr(t) for t in twins)}; no call of this turn ran. Propose the "
+                "calls again, each with its own id.",
+            }
+    return refused
+
+
 def build_agent(
     *,
     name: str,
@@ -152,7 +194,7 @@ def build_agent(
         governance = Governance(interceptors=tuple(interceptors))
     gov = governance
     step = ToolStep(graph_name=name, tools=tools, deps=deps)
-    deps.catalog.register(name, tools)
+    deps.catalog.register(name, tools, gov)
     tool_names = sorted(t.name for t in tools)
     the_model_id = model_id or getattr(model, "model_name", None) or type(model).__name__
 
@@ -290,21 +332,29 @@ def build_agent(
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and last.tool_calls:
             counts = _tool_counts(state["messages"])
+            refused = _refusals(state["messages"], last)
+            # One task per distinct call id: the model gets exactly one result per id.
+            first_of_id = {str(tc["id"]): tc for tc in reversed(last.tool_calls)}
             return [
                 Send(
                     "tools",
                     ToolTask(
-                        call=dict(tc),
+                        call=dict(first_of_id[call_id]),
                         run_id=state["run_id"],
                         started_by=state["started_by"],
                         tool_counts=counts,
+                        refused=refused.get(call_id),
                     ),
                 )
-                for tc in last.tool_calls
+                for call_id in dict.fromkeys(str(tc["id"]) for tc in last.tool_calls)
             ]
         return END
 
     async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+        refused = task.get("refused")
+        if refused is not None:
+            call = task["call"]
+            return {"messages": [control_error(str(call["id"]), str(call["name"]), refused)]}
         configurable = config.get("configurable", {})
         thread_id = str(configurable["thread_id"])
         # The checkpoint this step runs from: the state version the approver's decision binds.
@@ -359,10 +409,12 @@ async def close_cancelled(
         # (still pending writes of the unfinished step): written again, they are kept.
         finished = [m for m in messages[turn + 1 :] if isinstance(m, ToolMessage)]
         answered = {m.tool_call_id for m in finished}
+        # One result per distinct id (a turn may repeat one: see ``_refusals``).
+        calls = {str(tc["id"]): tc["name"] for tc in proposed.tool_calls}
         cancelled = [
-            control_error(str(tc["id"]), tc["name"], {"code": "cancelled", "message": notice})
-            for tc in proposed.tool_calls
-            if tc["id"] not in answered
+            control_error(call_id, tool, {"code": "cancelled", "message": notice})
+            for call_id, tool in calls.items()
+            if call_id not in answered
         ]
         await graph.aupdate_state(config, {"messages": [*finished, *cancelled]}, as_node="tools")
         waiting = set((await graph.aget_state(config)).next)

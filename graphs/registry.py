@@ -11,6 +11,7 @@ from langgraph.pregel import Pregel
 
 from approvals.errors import GraphLoadError, GraphNotFound
 from graphs.deps import GraphDeps
+from graphs.governance import Governance
 from graphs.tools import GovernedTool
 
 DEFAULT_GRAPHS: dict[str, str] = {
@@ -36,6 +37,13 @@ class GraphRegistry:
         self.get(name)
         return list(self._deps.catalog.for_graph(name))
 
+    def governance(self, name: str) -> Governance | None:
+        """How graph ``name``'s tool calls are governed (built if needed); ``None`` for a
+        graph not built with ``build_agent``."""
+        self.get(name)
+        found = self._deps.catalog.governance_of(name)
+        return found if isinstance(found, Governance) else None
+
     def get(self, name: str) -> Pregel[Any, Any, Any, Any]:
         """The compiled graph registered as ``name`` (built once per process)."""
         if name in self._built:
@@ -50,7 +58,14 @@ class GraphRegistry:
             factory = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
             raise GraphLoadError(name, target, str(exc)) from exc
+        catalog = self._deps.catalog
+        catalog.last_registered = None
         graph = factory(self._deps)
+        built_as = catalog.last_registered
+        if built_as is not None and built_as != name:
+            # An entry may build an agent under another name (several entries, one builder):
+            # its tools and governance are found under the entry's name too.
+            catalog.alias(name, built_as)
         if not isinstance(graph, Pregel):
             raise GraphLoadError(
                 name, target, f"built {type(graph).__name__}, not a compiled graph"

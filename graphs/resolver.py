@@ -17,11 +17,13 @@ from agent_hooks import (
     ApprovalRequest,
     ApprovalResolution,
     Decision,
+    InterceptionPoint,
     Transform,
     Verdict,
 )
 from langgraph.types import interrupt
 
+from approvals.identity import call_identity
 from approvals.model import ApprovalRequest as StoredRequest
 from approvals.model import Decision as StoredDecision
 from approvals.model import DecisionKind, EscalationStep, OnExpiry, RequestStatus
@@ -87,6 +89,8 @@ class StoredDecisionResolver:
         echo = request.context_identity
         reason = request.verdict.message or request.verdict.reason
         new = _escalated(self._new, reason, request.verdict.approval or {})
+        if request.interception_point is InterceptionPoint.PRE_TOOL_CALL:
+            new = _as_presented(new, request.context.get("target"))
         self.request, self.decision = await self._requests.open(new)
         status = self.request.status
         if status is RequestStatus.EXPIRED:
@@ -121,6 +125,19 @@ class StoredDecisionResolver:
             context_identity=echo,
             verdict=Verdict(decision=Decision.ALLOW, reason="approved_by_approver"),
         )
+
+
+def _as_presented(new: NewRequest, target: Any) -> NewRequest:
+    """The request for the arguments as they stand when the call is escalated.
+
+    An interceptor registered before the escalating one may have transformed them; what runs
+    after approval is the transformed value, so that is what the approver must see, and what
+    the request's identity binds (AGENT-HOOKS-0.1 computes the identity it hands the resolver
+    over the context as presented, after earlier transforms, for the same reason)."""
+    if not isinstance(target, dict) or target == new.shown.get("args"):
+        return new
+    identity = call_identity(run_id=new.run_id, call_id=new.call_id, tool=new.tool, args=target)
+    return dataclasses.replace(new, shown={**new.shown, "args": target}, identity=identity)
 
 
 def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) -> NewRequest:

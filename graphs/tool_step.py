@@ -6,23 +6,25 @@ the emission is recomputed, the pending record is an upsert keyed by (run, call,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agent_hooks import AgentHooksCoreError, InterceptionBlocked
+from agent_hooks import AgentHooksCoreError, EmitOutcome, InterceptionBlocked
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 from pydantic import ValidationError
 
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import DecisionKind, ExecutionStatus, RequestStatus
+from approvals.model import Decision, DecisionKind, ExecutionStatus, RequestStatus
 from approvals.ports import NewRequest
 from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
+from graphs.edits import EditRecheckSlot, tool_extensions
 from graphs.faults import pause_at
-from graphs.governance import Session
+from graphs.governance import ApprovalSlot, Session
 from graphs.resolver import EDITED_BY_APPROVER, pause
 from graphs.tools import GovernedTool, ToolCall
 
@@ -34,6 +36,40 @@ def control_error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage
         tool_call_id=call_id,
         name=tool,
         status="error",
+    )
+
+
+#: How many times in a row approvers may edit one call's arguments before it is refused.
+MAX_EDIT_ROUNDS = 8
+
+
+def _approved_identity(slot: ApprovalSlot) -> str | None:
+    """The identity of the stored request a human approved in this emission, if one did."""
+    request, decision = getattr(slot, "request", None), getattr(slot, "decision", None)
+    if request is None or decision is None or decision.kind is DecisionKind.REJECT:
+        return None
+    identity: str = request.identity
+    return identity
+
+
+def _denied(
+    call_id: str,
+    tool: str,
+    blocked: InterceptionBlocked,
+    decision: Decision | None,
+    *,
+    edited_by: Decision | None = None,
+) -> ToolMessage:
+    verdict = blocked.result.verdict
+    return control_error(
+        call_id,
+        tool,
+        {
+            "code": verdict.reason or "denied",
+            "message": verdict.message or "the call was not allowed",
+            **({"decided_by": decision.principal} if decision is not None else {}),
+            **({"edited_by": edited_by.principal} if edited_by is not None else {}),
+        },
     )
 
 
@@ -130,49 +166,31 @@ class ToolStep:
             state_version=state_version,
         )
         slot = self._deps.slot(shown)
-        counts = dict(tool_counts or {})
+        extensions = tool_extensions(tool, dict(tool_counts or {}))
         ctx = session.context(
-            "pre_tool_call",
-            extensions={
-                "tool": tool.describe_for_policy(),
-                "tool_count": counts.get(name, 0),
-                "tool_counts": counts,
-            },
-            call_id=call_id,
-            name=name,
-            args=args,
+            "pre_tool_call", extensions=extensions, call_id=call_id, name=name, args=args
         )
         try:
             outcome = await session.emit(ctx, slot)
         except InterceptionBlocked as blocked:
-            verdict = blocked.result.verdict
-            decision = getattr(slot, "decision", None)
-            return control_error(
-                call_id,
-                name,
-                {
-                    "code": verdict.reason or "denied",
-                    "message": verdict.message or "the call was not allowed",
-                    **({"decided_by": decision.principal} if decision is not None else {}),
-                },
-            )
-        final_args = outcome.target
-        edited = outcome.record.verdict.reason == EDITED_BY_APPROVER
+            return _denied(call_id, name, blocked, getattr(slot, "decision", None))
+        settled = await self._settle_edits(
+            session, tool, tool_call, shown, extensions, slot, outcome
+        )
+        if isinstance(settled, ToolMessage):
+            return settled
+        final_args, approved = settled
         if final_args != args:
-            # An approver's edit or a policy's transform: validate again against the real
-            # schema, and the tool's preconditions against the new values.
+            # A policy's transform (or an approver's edit, already validated): validate again
+            # against the real schema, and the tool's preconditions against the new values.
             try:
                 if not isinstance(final_args, dict):
                     raise TypeError(f"arguments must be an object, not {type(final_args).__name__}")
                 parsed = tool.validate(final_args)
             except (ValidationError, TypeError) as exc:
-                if not edited:
-                    # The model's arguments were fine; the policy broke them. That is an
-                    # enforcement failure: it stops the run instead of misleading the model.
-                    raise TransformNotApplicable("pre_tool_call", name, exc) from exc
-                return control_error(
-                    call_id, name, {"code": "invalid_arguments", "errors": _errors_of(exc)}
-                )
+                # The model's arguments were fine; the policy broke them. That is an
+                # enforcement failure: it stops the run instead of misleading the model.
+                raise TransformNotApplicable("pre_tool_call", name, exc) from exc
             args = parsed.model_dump(mode="json")
             failed = await first_failure(tool.preconditions, args, tool_call)
             if failed is not None:
@@ -180,10 +198,100 @@ class ToolStep:
                     call_id, name, {"code": "precondition_failed", **failed.to_json()}
                 )
             identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
+        if approved is not None and approved != call_identity(
+            run_id=run_id, call_id=call_id, tool=name, args=final_args
+        ):
+            # What runs must be what a human approved. Nothing the engine does gets here; a
+            # policy or store that changed the call between approval and execution does.
+            return control_error(
+                call_id,
+                name,
+                {
+                    "code": "approval_mismatch",
+                    "message": "the arguments about to run are not the ones approved; "
+                    "the call was not run",
+                },
+            )
         message = await self._execute_once(
             tool, parsed, args, identity, tool_call, (thread_id, state_version)
         )
         return await self._after(session, message, tool, call_id, args)
+
+    async def _settle_edits(
+        self,
+        session: Session,
+        tool: GovernedTool,
+        call: ToolCall,
+        base: NewRequest,
+        extensions: dict[str, Any],
+        slot: ApprovalSlot,
+        outcome: EmitOutcome,
+    ) -> tuple[Any, str | None] | ToolMessage:
+        """The arguments to run and the identity a human approved for them (``None``: nobody
+        was asked), after every approver's edit went through ``pre_tool_call`` again; or the
+        control error that ends the call.
+
+        An edit is a new call: a deny refuses it, an escalation to the approvers who decided is
+        satisfied by their decision, and one to other or more approvers is a new request (for
+        the edited arguments, which the editor may not decide) that pauses the run again."""
+        name = tool.name
+        target, approved = outcome.target, _approved_identity(slot)
+        for _ in range(MAX_EDIT_ROUNDS):
+            decided, decision = getattr(slot, "request", None), getattr(slot, "decision", None)
+            if outcome.record.verdict.reason != EDITED_BY_APPROVER:
+                return target, approved
+            if decided is None or decision is None:
+                raise AssertionError("an approver's edit without its request and decision")
+            try:
+                if not isinstance(target, dict):
+                    raise TypeError(f"arguments must be an object, not {type(target).__name__}")
+                edited = tool.validate(target).model_dump(mode="json")
+            except (ValidationError, TypeError) as exc:
+                return control_error(
+                    call.call_id, name, {"code": "invalid_arguments", "errors": _errors_of(exc)}
+                )
+            failed = await first_failure(tool.preconditions, edited, call)
+            if failed is not None:
+                return control_error(
+                    call.call_id, name, {"code": "precondition_failed", **failed.to_json()}
+                )
+            identity = call_identity(
+                run_id=call.run_id, call_id=call.call_id, tool=name, args=edited
+            )
+            proposal = dataclasses.replace(
+                base,
+                shown={**base.shown, "args": edited},
+                identity=identity,
+                proposed_by=decision.principal,
+                expires_at=datetime.now(UTC) + self._deps.request_ttl,
+            )
+            slot = EditRecheckSlot(self._deps.slot(proposal), decided)
+            ctx = session.context(
+                "pre_tool_call", extensions=extensions, call_id=call.call_id, name=name, args=edited
+            )
+            try:
+                outcome = await session.emit(ctx, slot)
+            except InterceptionBlocked as blocked:
+                return _denied(call.call_id, name, blocked, slot.decision, edited_by=decision)
+            target = outcome.target
+            asked = _approved_identity(slot) if not slot.covered else None
+            approved = asked or identity
+            if asked is None and target != edited:
+                return control_error(
+                    call.call_id,
+                    name,
+                    {
+                        "code": "edit_rewritten",
+                        "message": "a policy rewrites the edited arguments, so nobody approved "
+                        "what would run; the call was not run",
+                        "edited_by": decision.principal,
+                    },
+                )
+        return control_error(
+            call.call_id,
+            name,
+            {"code": "too_many_edits", "message": f"edited more than {MAX_EDIT_ROUNDS} times"},
+        )
 
     async def _reconcile(
         self,
@@ -315,6 +423,19 @@ class ToolStep:
         owned, row = await ledger.begin(
             run_id=run_id, call_id=call_id, tool=tool.name, key=key, args_identity=args_identity
         )
+        if not owned and row.args_identity != args_identity:
+            # Another call under this call's id (a model that reused it with other arguments):
+            # it never runs, and the first call's outcome is not its answer either.
+            return control_error(
+                call_id,
+                tool.name,
+                {
+                    "code": "call_id_reused",
+                    "call_id": call_id,
+                    "message": f"call id {call_id!r} already ran with other arguments in "
+                    "this run; this call did not run. Propose it again with a new id.",
+                },
+            )
         if not owned:
             if row.status is ExecutionStatus.STARTED:
                 # Started before and never finished: the process died mid-call. We cannot

@@ -108,12 +108,31 @@ class ToolCatalog:
 
     def __init__(self) -> None:
         self._by_graph: dict[str, tuple[GovernedTool, ...]] = {}
+        self._governance: dict[str, Any] = {}
+        #: The graph name of the latest registration (what a registry entry just built).
+        self.last_registered: str | None = None
 
-    def register(self, graph: str, tools: Sequence[GovernedTool]) -> None:
+    def register(
+        self, graph: str, tools: Sequence[GovernedTool], governance: Any | None = None
+    ) -> None:
+        """Record ``graph``'s tools and, where it has one, the governance its calls go through
+        (what an approver's edit is checked against)."""
         self._by_graph[graph] = tuple(tools)
+        if governance is not None:
+            self._governance[graph] = governance
+        self.last_registered = graph
+
+    def alias(self, name: str, graph: str) -> None:
+        """Make ``name`` (a registry entry) find what ``graph`` (the agent it built) holds."""
+        self._by_graph[name] = self._by_graph.get(graph, ())
+        if graph in self._governance:
+            self._governance[name] = self._governance[graph]
 
     def for_graph(self, graph: str) -> tuple[GovernedTool, ...]:
         return self._by_graph.get(graph, ())
+
+    def governance_of(self, graph: str) -> Any | None:
+        return self._governance.get(graph)
 
 
 def governed_tool(

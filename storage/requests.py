@@ -5,7 +5,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from approvals.errors import AlreadyVoted, InvalidDecision, RequestNotFound, RequestNotPending
+from approvals.errors import (
+    AlreadyVoted,
+    InvalidDecision,
+    NotAllowed,
+    RequestNotFound,
+    RequestNotPending,
+)
+from approvals.identity import shown_digest
 from approvals.model import ApprovalRequest, Decision, DecisionKind, RequestStatus, Vote
 from approvals.ports import NewRequest
 from storage.db import Database, json
@@ -52,6 +59,10 @@ class PgApprovalRequests:
             "quorum": new.quorum,
             "on_expiry": new.on_expiry.value,
             "escalation_chain": json([step.to_json() for step in new.escalation_chain]),
+            "proposed_by": new.proposed_by,
+            "shown_digest": shown_digest(
+                run_id=new.run_id, call_id=new.call_id, tool=new.tool, shown=new.shown
+            ),
         }
         row = await self._db.one("open_request", params)
         if row is None:
@@ -60,6 +71,12 @@ class PgApprovalRequests:
             row = await self._db.one("open_request", params)
         assert row is not None, "open_request returned no row twice"
         return ApprovalRequest.from_row(row), _decision_of(row)
+
+    async def record_tampered(self, request: ApprovalRequest, *, principal: str | None) -> None:
+        await self._db.run(
+            "record_shown_tampered",
+            {"id": request.id, "principal": principal, "found": request.current_shown_digest()},
+        )
 
     async def get(self, request_id: str) -> ApprovalRequest | None:
         row = await self._db.one("get_request", {"id": request_id})
@@ -97,9 +114,17 @@ class PgApprovalRequests:
         ]
 
     async def votes(self, request_id: str) -> list[str]:
-        """Who approved a request that waits for more approvers, in order."""
+        """Who approved a request that waits for more approvers (the principals), in order."""
         rows = await self._db.all("request_votes", {"id": request_id})
         return [str(r["principal"]) for r in rows]
+
+    async def vote_of(self, request_id: str, person: str | None) -> str | None:
+        """The principal ``person`` approved the request as, through any of their principals;
+        ``None`` when they have not (or ``person`` is ``None``)."""
+        if person is None:
+            return None
+        row = await self._db.one("person_vote", {"id": request_id, "person": person})
+        return str(row["principal"]) if row else None
 
     async def version(self) -> str:
         """A mark that changes when a request is created or decided."""
@@ -158,7 +183,8 @@ class PgDecisions:
 
     async def _vote(self, params: dict[str, Any]) -> Decision | Vote:
         """An approval of a request with a quorum, under the request's row lock: counted once
-        per principal, and the one that completes the quorum consumes the request."""
+        per person (not per principal: a person's token and web account are one approver), and
+        the one that completes the quorum consumes the request."""
         request_id = params["request_id"]
         async with self._db.transaction() as conn:
             state = await self._db.one("lock_request", {"id": request_id}, conn)
@@ -177,8 +203,15 @@ class PgDecisions:
                 },
                 conn,
             )
-            if counted is None:
-                raise AlreadyVoted(request_id)
+            assert counted is not None, "vote returned no row"
+            if counted["person"] is None:
+                raise NotAllowed(
+                    request_id,
+                    f"{params['principal']} is a service token (it has no owner): it may start"
+                    " runs but never decide",
+                )
+            if not counted["counted"]:
+                raise AlreadyVoted(request_id, counted["earlier"])
             approvals = int(counted["approvals"])
             if approvals < state["quorum"]:
                 return Vote(

@@ -15,14 +15,17 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from approvals.authz import ApproverRules
 from approvals.errors import (
     InvalidRequestId,
     InvalidRunId,
+    InvalidValue,
     RunNotFound,
 )
+from approvals.json_values import check_json
 from approvals.model import ApprovalRequest, RequestStatus, Run, Vote
 from approvals.principals import Principal
 from storage.ops import PgOperations
@@ -32,6 +35,24 @@ from web.runs import run_report, valid_run_id
 
 MAX_REASON = 2000
 log = logging.getLogger("approvals.web")
+
+
+def storable(field: str) -> AfterValidator:
+    """A body field refused as ``approvals.json_values`` refuses it (NUL, lone surrogates, NaN,
+    nesting too deep): a 422 naming the field, before any handler reads or writes anything."""
+
+    def check(value: Any) -> Any:
+        try:
+            check_json(field, value)
+        except InvalidValue as exc:
+            raise PydanticCustomError("invalid_value", "{message}", {"message": str(exc)}) from None
+        return value
+
+    return AfterValidator(check)
+
+
+Reason = Annotated[str, Field(max_length=MAX_REASON), storable("reason")]
+ThreadId = Annotated[str, Field(min_length=1, max_length=200), storable("thread_id")]
 
 
 class PendingCall(BaseModel):
@@ -59,8 +80,8 @@ class DecisionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     decision: Literal["approve", "reject"]
-    reason: str | None = Field(default=None, max_length=MAX_REASON)
-    args: dict[str, Any] | None = None
+    reason: Reason | None = None
+    args: Annotated[dict[str, Any] | None, storable("args")] = None
 
 
 class DecisionOut(BaseModel):
@@ -79,7 +100,7 @@ class DecisionOut(BaseModel):
 class CancelIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reason: str | None = Field(default=None, max_length=MAX_REASON)
+    reason: Reason | None = None
 
 
 class CancelOut(BaseModel):
@@ -103,8 +124,8 @@ class RunIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     graph: str = Field(min_length=1, max_length=200)
-    input: dict[str, Any]
-    thread_id: str | None = Field(default=None, min_length=1, max_length=200)
+    input: Annotated[dict[str, Any], storable("input")]
+    thread_id: ThreadId | None = None
 
 
 class RunOut(BaseModel):
@@ -197,7 +218,11 @@ async def bearer(request: Request) -> Principal:
         raise ApiError(401, "unauthenticated", "a bearer token is required")
     principal = await engine_of(request).accounts.verify_token(secret.strip())
     if principal is None:
-        raise ApiError(401, "unauthenticated", "the bearer token is not valid (or was revoked)")
+        raise ApiError(
+            401,
+            "unauthenticated",
+            "the bearer token is not valid (or was revoked, or its owner's account is disabled)",
+        )
     return principal
 
 
@@ -210,7 +235,7 @@ async def visible_request(
     """The request, if ``principal`` may see it; 404 in every other case."""
     engine, rules = engine_of(request), rules_of(request)
     try:
-        found = await engine.requests.get(_request_id(request_id))
+        found = await engine.shown_request(_request_id(request_id), viewer=principal.id)
     except InvalidRequestId:
         found = None
     if found is None or not rules.may_see(principal, found):
@@ -235,7 +260,9 @@ def router() -> APIRouter:
     @api.get("/pending", response_model=list[PendingCall], summary="Pending calls you may see")
     async def list_pending(request: Request, principal: Caller) -> list[PendingCall]:
         engine, rules = engine_of(request), rules_of(request)
-        items = await engine.requests.search(RequestStatus.PENDING, 500)
+        items = await engine.shown_requests(
+            await engine.requests.search(RequestStatus.PENDING, 500), viewer=principal.id
+        )
         return [
             pending_call(r, rules.may_decide(principal, r))
             for r in items

@@ -13,8 +13,18 @@ from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from approvals.decisions import decide
-from approvals.model import Decision, Verdict, Vote
+from approvals.errors import (
+    EditedArgumentsInvalid,
+    EditRefused,
+    GraphNotFound,
+    RequestNotFound,
+    ShownCopyChanged,
+)
+from approvals.identity import idempotency_key
+from approvals.model import ApprovalRequest, Decision, Verdict, Vote
 from storage.accounts import PgAccounts
 from storage.audit import PgAuditLog
 from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
@@ -107,7 +117,8 @@ class Engine:
         reason: str | None = None,
         args: dict[str, Any] | None = None,
     ) -> Decision | Vote:
-        """Decide a pending call as an already-authenticated ``principal``."""
+        """Decide a pending call as an already-authenticated ``principal``; edited arguments
+        are checked against the run's policy first (``recheck_edit``)."""
         return await decide(
             self.requests,
             self.decisions,
@@ -116,7 +127,81 @@ class Engine:
             principal=principal,
             reason=reason,
             args=args,
+            recheck=self.recheck_edit,
         )
+
+    async def recheck_edit(self, request: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
+        """The edited ``args`` as the tool parses them, once the run's policy and the tool's
+        preconditions accept them; ``EditRefused`` otherwise (the request stays pending)."""
+        from graphs.conditions import first_failure
+        from graphs.edits import EditOutcome, recheck_edit, successful_counts
+        from graphs.tools import ToolCall
+
+        run = await self.runs.get(request.run_id)
+        if run is None:
+            raise RequestNotFound(request.id)
+        registry = self._graphs.registry
+        try:
+            tool = {t.name: t for t in registry.tools(run.graph)}.get(request.tool)
+            governance = registry.governance(run.graph)
+        except GraphNotFound as exc:
+            raise EditRefused(
+                request.id, None, f"the graph {run.graph!r} is not known here"
+            ) from exc
+        if tool is None or governance is None:
+            raise EditRefused(
+                request.id, None, f"{request.tool} has no policy to check an edit against here"
+            )
+        try:
+            parsed = tool.validate(args).model_dump(mode="json")
+        except ValidationError as exc:
+            errors = [
+                {"path": "/".join(str(p) for p in e["loc"]), "message": e["msg"]}
+                for e in exc.errors()
+            ]
+            raise EditedArgumentsInvalid(request.id, errors) from exc
+        call = ToolCall(
+            run_id=request.run_id,
+            call_id=request.call_id,
+            tool=tool.name,
+            idempotency_key=idempotency_key(run_id=request.run_id, call_id=request.call_id),
+            principal=request.requested_by,
+        )
+        failed = await first_failure(tool.preconditions, parsed, call)
+        if failed is not None:
+            raise EditRefused(request.id, failed.condition, failed.message)
+        check = await recheck_edit(
+            governance=governance,
+            graph=run.graph,
+            tool=tool,
+            request=request,
+            args=parsed,
+            tool_counts=successful_counts(await self.ledger.for_run(request.run_id)),
+        )
+        if check.outcome in (EditOutcome.DENIED, EditOutcome.REWRITTEN):
+            raise EditRefused(request.id, check.rule, check.message or check.outcome.value)
+        return parsed
+
+    async def shown_request(self, request_id: str, *, viewer: str) -> ApprovalRequest | None:
+        """The request, as it may be shown to ``viewer``; ``ShownCopyChanged`` (recorded in
+        the audit log) when its shown copy is no longer the one recorded."""
+        found = await self.requests.get(request_id)
+        if found is not None and not found.shown_intact:
+            await self.requests.record_tampered(found, principal=viewer)
+            raise ShownCopyChanged(found.id)
+        return found
+
+    async def shown_requests(
+        self, requests: list[ApprovalRequest], *, viewer: str
+    ) -> list[ApprovalRequest]:
+        """``requests`` without those whose shown copy changed (each recorded once)."""
+        intact = []
+        for request in requests:
+            if request.shown_intact:
+                intact.append(request)
+            else:
+                await self.requests.record_tampered(request, principal=viewer)
+        return intact
 
 
 @asynccontextmanager

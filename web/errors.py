@@ -12,17 +12,20 @@ from approvals.errors import (
     ApprovalsError,
     DatabaseUnavailable,
     EditedArgumentsInvalid,
+    EditRefused,
     GraphNotFound,
     InvalidAccount,
     InvalidDecision,
     InvalidRequestId,
     InvalidRunId,
     InvalidRunInput,
+    InvalidValue,
     NotAllowed,
     RequestNotFound,
     RequestNotPending,
     RunEnded,
     RunNotFound,
+    ShownCopyChanged,
     ThreadBusy,
 )
 
@@ -55,13 +58,15 @@ _STATUS: list[tuple[type[ApprovalsError] | tuple[type[ApprovalsError], ...], int
     ((RequestNotFound, RunNotFound, InvalidRequestId, InvalidRunId), 404, "not_found"),
     (GraphNotFound, 404, "graph_not_found"),
     (NotAllowed, 403, "forbidden"),
+    (ShownCopyChanged, 409, "shown_copy_changed"),
     (RequestNotPending, 409, "not_pending"),
     (AlreadyVoted, 409, "already_voted"),
     (ThreadBusy, 409, "thread_busy"),
     (RunEnded, 409, "run_ended"),
     (AccountExists, 409, "exists"),
     (EditedArgumentsInvalid, 422, "invalid_arguments"),
-    ((InvalidDecision, InvalidRunInput, InvalidAccount), 422, "invalid_input"),
+    (EditRefused, 422, "edit_refused"),
+    ((InvalidDecision, InvalidRunInput, InvalidAccount, InvalidValue), 422, "invalid_input"),
     (DatabaseUnavailable, 503, "unavailable"),
 ]
 
@@ -86,6 +91,8 @@ class ApiError(Exception):
         details = None
         if isinstance(exc, EditedArgumentsInvalid):
             details = [dict(e) for e in exc.errors]
+        if isinstance(exc, InvalidValue):
+            details = [{"path": exc.field, "message": exc.problem}]
         message = str(exc)
         if isinstance(exc, InvalidRequestId):
             # A malformed id is answered like an unknown one: it names nothing.

@@ -28,9 +28,11 @@ from approvals.errors import (
     EditedArgumentsInvalid,
     InvalidDecision,
     InvalidRequestId,
+    InvalidValue,
     NotAllowed,
     RequestNotFound,
 )
+from approvals.json_values import check_json, parse_json, text_problem
 from approvals.model import ApprovalRequest, RequestStatus
 from approvals.principals import Principal
 from storage.changes import PgRequestChanges
@@ -157,7 +159,8 @@ async def _request(request: Request, principal: Principal, request_id: str) -> A
         canonical = parse_request_id(request_id)
     except InvalidRequestId:
         raise RequestNotFound(request_id) from None
-    return _visible(request, principal, await _engine(request).requests.get(canonical))
+    found = await _engine(request).shown_request(canonical, viewer=principal.id)
+    return _visible(request, principal, found)
 
 
 def time_left(expires_at: datetime) -> str:
@@ -230,9 +233,14 @@ def parse_edit(
             elif kind == "number":
                 args[name] = float(raw)
             elif kind == "json":
-                args[name] = json.loads(raw)
+                args[name] = parse_json(name, raw)
             else:
                 args[name] = raw
+            # float() reads "nan" and "inf", and any text may hold a NUL: the API's rules.
+            check_json(name, args[name])
+        except InvalidValue as exc:
+            args.pop(name, None)
+            errors.append({"path": name, "message": exc.problem})
         except ValueError:
             errors.append({"path": name, "message": f"is not a valid {kind}"})
     return args, errors
@@ -332,7 +340,10 @@ def router() -> APIRouter:
     @pages.get("/")
     async def inbox(request: Request, session: SignedIn) -> Response:
         principal, rules = session.principal, _rules(request)
-        pending = await _engine(request).requests.search(RequestStatus.PENDING, 500)
+        engine = _engine(request)
+        pending = await engine.shown_requests(
+            await engine.requests.search(RequestStatus.PENDING, 500), viewer=principal.id
+        )
         # The inbox holds what this principal may decide; what it may only see (its own runs'
         # calls, or everything for operators) is counted and listed apart.
         items = [r for r in pending if rules.may_decide(principal, r)]
@@ -366,6 +377,11 @@ def router() -> APIRouter:
         if not reason.strip():
             return await _detail(
                 request, session, found.id, 422, reject_error="A rejection needs a reason."
+            )
+        problem = text_problem(reason)
+        if problem is not None:
+            return await _detail(
+                request, session, found.id, 422, reject_error=f"The reason {problem}."
             )
         return await _decide(request, session, found, "reject", reason=reason.strip())
 
@@ -515,8 +531,11 @@ async def _detail(
     if found.status is not RequestStatus.PENDING:
         _, decision = await engine.requests.decision_of(found.id)
     votes = await engine.requests.votes(found.id) if found.quorum > 1 else []
-    if why_not is None and session.principal.id in votes:
-        why_not = "you already approved it; it waits for other approvers"
+    # Per person: a vote cast with one of the person's API tokens is theirs too.
+    earlier = await engine.requests.vote_of(found.id, session.principal.person) if votes else None
+    if why_not is None and earlier is not None:
+        as_whom = "" if earlier == session.principal.id else f" (as {earlier})"
+        why_not = f"you already approved it{as_whom}; it waits for other approvers"
     return render(
         request,
         "detail.html",

@@ -56,11 +56,11 @@ WITH superseded AS (
     INSERT INTO approval_requests
         (id, run_id, thread_id, call_id, tool, shown, args_schema, identity, reason,
          state_version, requested_by, expires_at, approvers, allow_edit, quorum, on_expiry,
-         escalation_chain)
+         escalation_chain, proposed_by, shown_digest)
     SELECT %(id)s, %(run_id)s, %(thread_id)s, %(call_id)s, %(tool)s, %(shown)s,
            %(args_schema)s, %(identity)s, %(reason)s, %(state_version)s, %(requested_by)s,
            %(expires_at)s, %(approvers)s, %(allow_edit)s, %(quorum)s, %(on_expiry)s,
-           %(escalation_chain)s
+           %(escalation_chain)s, %(proposed_by)s, %(shown_digest)s
      WHERE NOT EXISTS (
            SELECT 1 FROM approval_requests
             WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
@@ -108,6 +108,17 @@ SELECT a.*, d.kind AS decision_kind, d.principal AS decision_principal,
  WHERE a.status <> 'pending'
  ORDER BY a.decided_at DESC NULLS LAST, a.id
  LIMIT %(limit)s;
+
+-- name: record_shown_tampered
+-- A request whose shown copy no longer matches its digest (edited behind the engine's back):
+-- one audit event per request, however often it is looked at.
+INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, principal, data)
+SELECT 'request.tampered', a.run_id, a.id, a.call_id, a.tool, a.state_version, %(principal)s,
+       jsonb_build_object('shown_digest', a.shown_digest, 'found_digest', %(found)s::text)
+  FROM approval_requests a
+ WHERE a.id = %(id)s
+   AND NOT EXISTS (SELECT 1 FROM audit_events e
+                    WHERE e.request_id = a.id AND e.kind = 'request.tampered');
 
 -- name: request_decision
 SELECT d.* FROM decisions d WHERE d.request_id = %(id)s;
@@ -164,25 +175,43 @@ SELECT status, expires_at <= now() AS expired, quorum, run_id, call_id
   FROM approval_requests WHERE id = %(id)s FOR UPDATE;
 
 -- name: vote
--- One approval towards a request's quorum (once per principal), with its audit entry; returns
--- the approvals counted so far, or no row when this principal already voted.
-WITH voted AS (
-    INSERT INTO approval_votes (request_id, principal) VALUES (%(request_id)s, %(principal)s)
+-- One approval towards a request's quorum, once per person (approvals_person_of: a person's
+-- tokens and web account are one approver), with its audit entry. Returns the voter's person
+-- (NULL for a service token, whose vote is not recorded), whether this vote was counted, the
+-- approvals counted with it, and the principal the person voted as before, if they did.
+-- The (request, person) key refuses the second vote even if two of one person's principals
+-- race; PgDecisions also holds the request's row lock.
+WITH who AS (
+    SELECT approvals_person_of(%(principal)s) AS person
+), voted AS (
+    INSERT INTO approval_votes (request_id, principal, person)
+    SELECT %(request_id)s, %(principal)s, who.person FROM who WHERE who.person IS NOT NULL
     ON CONFLICT DO NOTHING
-    RETURNING request_id
+    RETURNING request_id, person
 ), audit AS (
     INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, principal, data)
     SELECT 'request.voted', %(run_id)s, v.request_id, %(call_id)s,
            (SELECT tool FROM approval_requests WHERE id = %(request_id)s), %(principal)s,
            jsonb_build_object('approvals',
-               (SELECT count(*) FROM approval_votes WHERE request_id = %(request_id)s) + 1)
+               (SELECT count(*) FROM approval_votes WHERE request_id = %(request_id)s) + 1,
+               'person', v.person)
       FROM voted v
 )
-SELECT (SELECT count(*) FROM approval_votes WHERE request_id = %(request_id)s) + 1 AS approvals
-  FROM voted;
+-- The statement's snapshot does not see the row it inserts: hence "+ counted".
+SELECT who.person,
+       (SELECT count(*) FROM voted) > 0 AS counted,
+       (SELECT count(*) FROM approval_votes WHERE request_id = %(request_id)s)
+           + (SELECT count(*) FROM voted) AS approvals,
+       (SELECT e.principal FROM approval_votes e
+         WHERE e.request_id = %(request_id)s AND e.person = who.person) AS earlier
+  FROM who;
 
 -- name: request_votes
-SELECT principal, at FROM approval_votes WHERE request_id = %(id)s ORDER BY at, principal;
+SELECT principal, person, at FROM approval_votes WHERE request_id = %(id)s ORDER BY at, principal;
+
+-- name: person_vote
+-- The principal a person approved a request as (any of their principals counts), if they did.
+SELECT principal FROM approval_votes WHERE request_id = %(id)s AND person = %(person)s;
 
 -- name: claim_job
 -- The oldest queued job nobody holds, with its run's graph; the caller's transaction holds the
@@ -393,22 +422,39 @@ WITH changed AS (
 )
 SELECT * FROM changed;
 
+-- name: token_owner
+-- The account a new token would belong to: its groups, and whether it is disabled.
+SELECT groups, disabled FROM users WHERE name = %(name)s;
+
 -- name: create_token
--- A new API token (its digest only) with its audit entry; no row when the name is taken.
+-- A new API token (its digest only) with its audit entry; no row when the name is taken or its
+-- owner is not (or no longer) an enabled local account. owner NULL: a service token.
 WITH created AS (
-    INSERT INTO api_tokens (name, digest, groups, created_by)
-    VALUES (%(name)s, %(digest)s, %(groups)s, %(created_by)s)
+    INSERT INTO api_tokens (name, digest, groups, created_by, owner)
+    SELECT %(name)s, %(digest)s, %(groups)s, %(created_by)s, %(owner)s
+     WHERE %(owner)s::text IS NULL
+        OR EXISTS (SELECT 1 FROM users WHERE name = %(owner)s AND NOT disabled)
     ON CONFLICT DO NOTHING
-    RETURNING name, groups, created_by, created_at, revoked_at
+    RETURNING name, groups, created_by, created_at, revoked_at, owner
 ), audit AS (
     INSERT INTO audit_events (kind, principal, data)
-    SELECT 'token.created', c.created_by, jsonb_build_object('name', c.name, 'groups', c.groups)
+    SELECT 'token.created', c.created_by,
+           jsonb_build_object('name', c.name, 'groups', c.groups, 'owner', c.owner)
       FROM created c
 )
 SELECT * FROM created;
 
 -- name: token_by_digest
-SELECT name, groups FROM api_tokens WHERE digest = %(digest)s AND revoked_at IS NULL;
+-- An unrevoked token. An owned token is dead while its owner is disabled, and holds only the
+-- groups its owner still has (a token never does more than the person it acts for).
+SELECT t.name, t.owner,
+       CASE WHEN t.owner IS NULL THEN t.groups
+            ELSE ARRAY(SELECT g FROM unnest(t.groups) g WHERE g = ANY (u.groups) ORDER BY g)
+       END AS groups
+  FROM api_tokens t
+  LEFT JOIN users u ON u.name = t.owner
+ WHERE t.digest = %(digest)s AND t.revoked_at IS NULL
+   AND (t.owner IS NULL OR NOT u.disabled);
 
 -- name: revoke_token
 WITH revoked AS (
@@ -422,7 +468,8 @@ WITH revoked AS (
 SELECT * FROM revoked;
 
 -- name: list_tokens
-SELECT name, groups, created_by, created_at, revoked_at FROM api_tokens ORDER BY created_at, name;
+SELECT name, groups, created_by, created_at, revoked_at, owner
+  FROM api_tokens ORDER BY created_at, name;
 
 -- ==== notifications ====
 
@@ -693,6 +740,11 @@ SELECT l.metric,
 -- The engine's Alembic revision and LangGraph's checkpoint-table version, as applied.
 SELECT (SELECT version_num FROM alembic_version LIMIT 1) AS revision,
        (SELECT max(v) FROM checkpoint_migrations) AS checkpoints;
+
+-- name: grant_runtime_role
+-- Grant a runtime role exactly what the engine needs, from nothing (migration 0013); run as
+-- the tables' owner.
+SELECT object, privileges FROM approvals_grant_runtime(%(role)s);
 
 -- name: lock_run_thread
 -- The thread lock of a run, for this transaction: waits until a step in progress settles.
