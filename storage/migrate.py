@@ -1,4 +1,9 @@
-"""``approvals db upgrade``: the engine's Alembic migrations, then LangGraph's own setup."""
+"""``approvals db upgrade``: the engine's Alembic migrations, then LangGraph's own setup.
+
+Migrations run as the tables' owner (``APPROVALS_MIGRATION_DATABASE_URL`` when runtime processes
+connect as a role that owns nothing, see ``storage.roles``). A schema already at head is only
+read, so a process connected as the runtime role may call ``upgrade`` at start-up.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,9 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 
 from alembic import command
-from storage.db import translated_errors
+from approvals.errors import ConfigurationError
+from storage.db import sql, translated_errors
+from storage.roles import grant_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,11 +38,46 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-async def upgrade(url: str) -> None:
-    """Apply every migration and LangGraph's checkpoint tables. Safe to run again."""
+async def upgrade(url: str, *, runtime_role: str | None = None) -> None:
+    """Apply every migration and LangGraph's checkpoint tables, then (``runtime_role``) grant
+    that role what the engine needs on them, new tables included. Safe to run again."""
     with translated_errors():
-        await asyncio.to_thread(command.upgrade, alembic_config(url), "head")
-        async with await psycopg.AsyncConnection.connect(
-            url, autocommit=True, prepare_threshold=None, row_factory=dict_row
-        ) as conn:
-            await AsyncPostgresSaver(conn).setup()
+        if await _behind(url):
+            try:
+                await asyncio.to_thread(command.upgrade, alembic_config(url), "head")
+                async with await psycopg.AsyncConnection.connect(
+                    url, autocommit=True, prepare_threshold=None, row_factory=dict_row
+                ) as conn:
+                    await AsyncPostgresSaver(conn).setup()
+            except Exception as exc:
+                cause = getattr(exc, "orig", None) or exc
+                if not isinstance(cause, psycopg.errors.InsufficientPrivilege):
+                    raise
+                raise ConfigurationError(
+                    "the database schema needs migrating and this role may not"
+                    f" ({str(cause).splitlines()[0]}); run `approvals db upgrade` with the"
+                    " owner's URL (APPROVALS_MIGRATION_DATABASE_URL)"
+                ) from None
+    if runtime_role:
+        await grant_runtime(url, runtime_role)
+
+
+async def _behind(url: str) -> bool:
+    """Whether a migration or LangGraph's setup is still to run (reads only)."""
+    from storage.ops import SchemaState, schema_heads
+
+    async with await psycopg.AsyncConnection.connect(
+        url, autocommit=True, prepare_threshold=None, row_factory=dict_row
+    ) as conn:
+        try:
+            row = await (await conn.execute(sql("schema_versions"))).fetchone()
+        except psycopg.errors.UndefinedTable:
+            return True
+    head, checkpoints_head = schema_heads()
+    state = SchemaState(
+        revision=row["revision"] if row else None,
+        head=head,
+        checkpoints=row["checkpoints"] if row else None,
+        checkpoints_head=checkpoints_head,
+    )
+    return state.problem is not None

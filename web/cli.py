@@ -37,6 +37,7 @@ from approvals.errors import (
     RequestNotPending,
     RunEnded,
     RunNotFound,
+    RuntimeRoleRefused,
     ThreadBusy,
 )
 from approvals.model import RequestStatus, RunStatus
@@ -90,7 +91,8 @@ def _exit_code(exc: ApprovalsError) -> int:
         | InvalidDecision
         | EditedArgumentsInvalid
         | InvalidRunInput
-        | InvalidAccount,
+        | InvalidAccount
+        | RuntimeRoleRefused,
     ):
         return EXIT_INVALID
     return EXIT_FAILURE
@@ -139,6 +141,12 @@ def database_url(settings: Settings) -> tuple[str, bool]:
     return start_embedded(settings.data_dir / "pg"), True
 
 
+def migration_url(settings: Settings, url: str) -> str:
+    """Where migrations run: the tables' owner (``APPROVALS_MIGRATION_DATABASE_URL``) when set,
+    else ``url``, the database the engine uses."""
+    return settings.migration_database_url or url
+
+
 def run_async(
     fn: Callable[[Engine], Awaitable[T]],
     *,
@@ -156,7 +164,7 @@ def run_async(
         if migrate or embedded:
             from storage.migrate import upgrade
 
-            await upgrade(url)
+            await upgrade(migration_url(settings, url), runtime_role=settings.runtime_role)
         async with open_engine(url, settings) as engine:
             return await fn(engine)
 
@@ -188,10 +196,33 @@ def db_upgrade() -> None:
     async def main() -> None:
         settings = load_settings()
         url, _ = database_url(settings)
-        await upgrade(url)
+        await upgrade(migration_url(settings, url), runtime_role=settings.runtime_role)
 
     guarded(lambda: asyncio.run(main()))
     typer.echo("database is up to date")
+
+
+@db_app.command("grant")
+def db_grant(
+    role: Annotated[str, typer.Argument(help="The role serve, workers and the CLI connect as.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Grant ROLE exactly what the engine needs and no ownership (run with the owner's URL,
+    APPROVALS_MIGRATION_DATABASE_URL; again after each upgrade, or set APPROVALS_RUNTIME_ROLE)."""
+    from storage.roles import Grant, grant_runtime
+
+    async def main() -> list[Grant]:
+        settings = load_settings()
+        url, _ = database_url(settings)
+        return await grant_runtime(migration_url(settings, url), role)
+
+    grants = guarded(lambda: asyncio.run(main()))
+    if as_json:
+        emit_json({"role": role, "grants": [g.to_json() for g in grants]})
+        return
+    for grant in grants:
+        typer.echo(f"{grant.object}: {grant.privileges}")
+    typer.echo(f"role {role} holds only these privileges on the engine's objects and owns none")
 
 
 def default_principal() -> str:
@@ -385,7 +416,7 @@ def serve_command(
     async def serve() -> None:
         settings = load_settings()
         url, _ = database_url(settings)
-        await upgrade(url)
+        await upgrade(migration_url(settings, url), runtime_role=settings.runtime_role)
         sock = bind(host, port)
         if "public_url" not in settings.model_fields_set:
             settings = settings.model_copy(update={"public_url": url_of(sock)})

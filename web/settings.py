@@ -175,6 +175,15 @@ class Settings(BaseSettings):
     #: all ended longer ago than this (``90m``, ``12h``, ``30d``, ``8w``).
     retention_older_than: str = Field(default="30d", pattern=r"^[1-9][0-9]*[smhdw]$")
 
+    # ---- database roles and the audit anchor (docs/deployment.md, docs/operations.md) ----
+    #: The tables' owner, for ``db upgrade``, ``db grant`` and serve's start-up migration;
+    #: unset: ``database_url``. Set it when ``database_url`` is the runtime role.
+    migration_database_url: str | None = None
+    #: The runtime role ``db upgrade`` grants again after migrating, so new tables are covered.
+    runtime_role: str | None = Field(default=None, min_length=1, max_length=63)
+    #: Signs ``audit anchor`` heads. Unset: a random key kept in ``<data_dir>/audit_anchor_key``.
+    audit_anchor_key: SecretStr | None = Field(default=None, min_length=32)
+
 
 def check_pool_size(pool_max_size: int, concurrency: int) -> None:
     """Each resume holds a connection for its claim and needs more for the run itself."""
