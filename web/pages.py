@@ -26,6 +26,7 @@ from approvals.decisions import parse_request_id
 from approvals.errors import (
     ApprovalsError,
     EditedArgumentsInvalid,
+    EditRefused,
     InvalidDecision,
     InvalidRequestId,
     InvalidValue,
@@ -402,6 +403,9 @@ def router() -> APIRouter:
                 return await _decide(request, session, found, "approve", args=args)
             except EditedArgumentsInvalid as exc:
                 errors = [{"path": e.get("path", ""), "message": e["message"]} for e in exc.errors]
+            except EditRefused as exc:
+                # The policy refuses these arguments: say which rule, keep the form as typed.
+                errors = [{"path": "", "message": exc.detail}]
         return render(
             request,
             "edit.html",
