@@ -103,14 +103,17 @@ def _job_for(decision: Decision, run: RunOutcome) -> ResumeJob:
     )
 
 
-async def _ledger_started(engine: Engine, run_id: str) -> None:
-    """The ledger row an execution of the refund call writes before the tool runs."""
+async def _ledger_started(engine: Engine, run: RunOutcome) -> None:
+    """The ledger row an execution of the refund call writes before the tool runs (with the
+    identity of the arguments the approver is shown: those the call runs with)."""
+    request = await engine.requests.get(run.pending[0])
+    assert request is not None
     await engine.ledger.begin(
-        run_id=run_id,
+        run_id=run.run_id,
         call_id="refund-1001",
         tool="issue_refund",
         key="k",
-        args_identity="jcs-sha256:x",
+        args_identity=request.identity,
     )
 
 
@@ -159,7 +162,7 @@ async def test_resuming_an_already_resumed_call_is_skipped(engine: Engine) -> No
 async def test_a_started_execution_that_never_finished_is_not_run_again(engine: Engine) -> None:
     # What a crash between the ledger's "started" and "finished" leaves behind.
     run = await start_refund(engine)
-    await _ledger_started(engine, run.run_id)
+    await _ledger_started(engine, run)
     await engine.decide(run.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     executions = {e.call_id: e for e in await engine.ledger.for_run(run.run_id)}
@@ -315,7 +318,7 @@ async def test_a_database_failure_mid_resume_leaves_the_job_for_a_retry(
 async def test_a_finished_execution_is_replayed_not_run_again(engine: Engine) -> None:
     # What a crash after the ledger says "succeeded" and before the checkpoint leaves behind.
     run = await start_refund(engine)
-    await _ledger_started(engine, run.run_id)
+    await _ledger_started(engine, run)
     recorded = {"refund_id": "rf_recorded", "order_id": "1001", "amount": 25.0}
     await engine.ledger.finish(
         run_id=run.run_id,
