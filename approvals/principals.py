@@ -21,12 +21,28 @@ class Via(enum.StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Principal:
-    """``id`` is stable and unique: ``local:NAME``, ``oidc:ISSUER#SUBJECT`` or ``token:NAME``."""
+    """``id`` is stable and unique: ``local:NAME``, ``oidc:ISSUER#SUBJECT`` or ``token:NAME``.
+
+    One person may act through several principals (her web account and each API token she
+    owns): the approver rules compare ``person``, never ``id``.
+    """
 
     id: str
     name: str
     via: Via
     groups: frozenset[str] = field(default_factory=frozenset)
+    #: For a token: the principal id of the local account it belongs to (``local:NAME``), or
+    #: ``None`` for a service token. Unused for other principals.
+    owner: str | None = None
+
+    @property
+    def person(self) -> str | None:
+        """Who acts, whichever principal they use: the owner's ``local:NAME`` for a token (``None``
+        for a service token, which therefore never decides), the principal's own id otherwise.
+        The database's ``approvals_person_of`` is the same mapping for a stored principal id."""
+        if self.via is Via.TOKEN:
+            return self.owner
+        return self.id
 
     @staticmethod
     def local(name: str, groups: frozenset[str]) -> Principal:
@@ -37,8 +53,15 @@ class Principal:
         return Principal(id=f"oidc:{issuer}#{subject}", name=name, via=Via.OIDC, groups=groups)
 
     @staticmethod
-    def token(name: str, groups: frozenset[str]) -> Principal:
-        return Principal(id=f"token:{name}", name=name, via=Via.TOKEN, groups=groups)
+    def token(name: str, groups: frozenset[str], owner: str | None = None) -> Principal:
+        """A token's principal; ``owner`` is the name of the local account it belongs to."""
+        return Principal(
+            id=f"token:{name}",
+            name=name,
+            via=Via.TOKEN,
+            groups=groups,
+            owner=f"local:{owner}" if owner is not None else None,
+        )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,3 +73,5 @@ class ApiToken:
     created_by: str
     created_at: datetime
     revoked_at: datetime | None = None
+    #: The local account it belongs to; ``None`` for a service token (starts runs, never decides).
+    owner: str | None = None

@@ -18,7 +18,7 @@ from approvals.accounts import (
     validate_groups,
     validate_name,
 )
-from approvals.errors import AccountExists
+from approvals.errors import AccountExists, InvalidAccount
 from approvals.passwords import MAX_LENGTH, hash_password, validate_password, verify_password
 from approvals.principals import ApiToken, Principal
 from storage.db import Database
@@ -31,6 +31,7 @@ def _api_token(row: dict[str, Any]) -> ApiToken:
         created_by=row["created_by"],
         created_at=row["created_at"],
         revoked_at=row["revoked_at"],
+        owner=row["owner"],
     )
 
 
@@ -91,9 +92,27 @@ class PgAccounts:
         row = await self._db.one("disable_user", {"name": name, "by": by})
         return row is not None
 
-    async def create_token(self, name: str, groups: Sequence[str], created_by: str) -> str:
+    async def set_groups(
+        self, name: str, groups: Sequence[str], *, by: str | None = None
+    ) -> Principal | None:
+        """Replace a local account's groups (its web sessions end: revision 0010's trigger);
+        ``None`` when there is no account of that name."""
+        members = validate_groups(groups)
+        row = await self._db.one("set_user_groups", {"name": name, "groups": members, "by": by})
+        return Principal.local(name, frozenset(row["groups"])) if row else None
+
+    async def create_token(
+        self, name: str, groups: Sequence[str], created_by: str, *, owner: str | None
+    ) -> str:
+        """Create an API token and return its secret (shown once, never stored).
+
+        ``owner`` names the enabled local account the token acts for, and its groups must be
+        among the owner's; ``None`` makes a service token, which may start runs but never
+        decide. Raises ``InvalidAccount`` or ``AccountExists``."""
         validate_name("token", name)
         members = validate_groups(groups)
+        if owner is not None:
+            await self._check_owner(name, owner, members)
         secret = new_token_secret()
         row = await self._db.one(
             "create_token",
@@ -102,13 +121,35 @@ class PgAccounts:
                 "digest": token_digest(secret),
                 "groups": members,
                 "created_by": created_by,
+                "owner": owner,
             },
         )
         if row is None:
+            if owner is not None:
+                # The owner may have been disabled since the check: that is the answer then.
+                await self._check_owner(name, owner, members)
             raise AccountExists("token", name)
         return secret
 
+    async def _check_owner(self, name: str, owner: str, groups: list[str]) -> None:
+        """``InvalidAccount`` unless ``owner`` is an enabled local account in every one of
+        ``groups`` (a token never holds more than the person it acts for)."""
+        row = await self._db.one("token_owner", {"name": owner}) if is_valid_name(owner) else None
+        if row is None or row["disabled"]:
+            raise InvalidAccount(
+                f"token {name!r} cannot belong to {owner[:80]!r}: there is no enabled local"
+                " account of that name (approvals users add creates one)"
+            )
+        missing = sorted(set(groups) - set(row["groups"]))
+        if missing:
+            raise InvalidAccount(
+                f"token {name!r} cannot have groups its owner {owner!r} is not in:"
+                f" {', '.join(missing)}"
+            )
+
     async def verify_token(self, secret: str) -> Principal | None:
+        """The token's principal, or ``None`` (not issued, revoked, or its owner disabled).
+        An owned token's groups are those it was given that its owner still has."""
         digest = token_digest(secret)
         if digest is None:
             return None
@@ -117,7 +158,7 @@ class PgAccounts:
         row = await self._db.one("token_by_digest", {"digest": digest})
         if row is None:
             return None
-        return Principal.token(row["name"], frozenset(row["groups"]))
+        return Principal.token(row["name"], frozenset(row["groups"]), owner=row["owner"])
 
     async def revoke_token(self, name: str, *, by: str | None = None) -> bool:
         row = await self._db.one("revoke_token", {"name": name, "by": by})

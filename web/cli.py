@@ -41,7 +41,7 @@ from approvals.errors import (
     ThreadBusy,
 )
 from approvals.model import RequestStatus, RunStatus
-from web.cli_accounts import tokens_app, users_app
+from web.cli_accounts import sessions_app, tokens_app, users_app
 from web.cli_audit import audit_app
 from web.cli_notifications import notifications_app
 from web.cli_ops import retention_app, runs_cancel
@@ -70,6 +70,7 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(policy_app, name="policy")
 app.add_typer(users_app, name="users")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(sessions_app, name="sessions")
 app.add_typer(retention_app, name="retention")
 runs_app.command("cancel")(runs_cancel)
 app.add_typer(audit_app, name="audit")

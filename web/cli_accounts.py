@@ -18,7 +18,9 @@ from approvals.accounts import validate_groups
 from web.engine import Engine
 
 users_app = typer.Typer(no_args_is_help=True, help="Local accounts that sign in to the web app.")
-tokens_app = typer.Typer(no_args_is_help=True, help="API tokens for programmatic approvers.")
+tokens_app = typer.Typer(
+    no_args_is_help=True, help="API tokens: a person's (--owner), or a service's (--service)."
+)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 # Optional to typer, so that a missing group is the engine's one-line error (exit 2).
@@ -95,33 +97,165 @@ def users_disable(
         str | None, typer.Option("--as", help="Who disables it (default cli:$USER).")
     ] = None,
 ) -> None:
-    """Stop an account from signing in. Exit 4: no enabled account of that name."""
+    """Stop an account from signing in, and end its web sessions at once. Exit 4: no enabled
+    account of that name."""
     from web.cli import EXIT_NOT_FOUND, default_principal, fail, run_async
 
     async def main(engine: Engine) -> bool:
+        # The same statement ends its web sessions (the users_end_sessions trigger).
         return await engine.accounts.disable_user(name, by=by or default_principal())
 
     if not run_async(main):
         fail(f"no enabled user named {name!r}", EXIT_NOT_FOUND)
-    typer.echo(f"user {name} disabled")
+    typer.echo(f"user {name} disabled; its web sessions have ended")
+
+
+@users_app.command("groups")
+def users_groups(
+    name: str,
+    groups: Groups = None,
+    by: Annotated[
+        str | None, typer.Option("--as", help="Who changes them (default cli:$USER).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replace an account's groups (at least one --group). Its web sessions end, so that no
+    session goes on deciding for a group it left. Exit 4: no account of that name."""
+    from web.cli import EXIT_NOT_FOUND, default_principal, emit_json, fail, run_async
+
+    async def main(engine: Engine) -> dict[str, Any] | None:
+        changed = await engine.accounts.set_groups(name, groups or [], by=by or default_principal())
+        return {"name": name, "groups": sorted(changed.groups)} if changed else None
+
+    result = run_async(main)
+    if result is None:
+        fail(f"no user named {name!r}", EXIT_NOT_FOUND)
+    if as_json:
+        emit_json(result)
+        return
+    typer.echo(
+        f"user {name} now in groups: {', '.join(result['groups'])}; its web sessions have ended"
+    )
+
+
+sessions_app = typer.Typer(
+    no_args_is_help=True, help="Web sessions: who is signed in, and ending their sessions."
+)
+_PRINCIPAL_PREFIXES = ("local:", "oidc:")
+
+
+def _principal_id(value: str) -> str:
+    from web.cli import EXIT_INVALID, fail
+
+    if not value.startswith(_PRINCIPAL_PREFIXES) or value in _PRINCIPAL_PREFIXES:
+        fail(
+            f"{value[:200]!r} is not a principal id: give local:NAME or oidc:ISSUER#SUBJECT"
+            " (as `approvals sessions list` shows them)",
+            EXIT_INVALID,
+        )
+    return value
+
+
+@sessions_app.command("list")
+def sessions_list(
+    principal: Annotated[
+        str | None, typer.Option("--principal", help="Only this principal's sessions.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List live web sessions (never their ids), newest first."""
+    from web.cli import emit_listing, run_async
+
+    wanted = _principal_id(principal) if principal is not None else None
+
+    async def main(engine: Engine) -> list[dict[str, Any]]:
+        from storage.sessions import PgSessions
+
+        return [s.to_json() for s in await PgSessions(engine.db).live(wanted)]
+
+    def line(s: dict[str, Any]) -> str:
+        return (
+            f"{s['principal']}  groups: {', '.join(s['groups'])}  since {s['created_at']}"
+            f"  last seen {s['last_seen_at']}  until {s['expires_at']}"
+        )
+
+    emit_listing(run_async(main), as_json=as_json, empty="no live web sessions", line=line)
+
+
+@sessions_app.command("end")
+def sessions_end(
+    principal: Annotated[
+        str, typer.Argument(help="The principal: local:NAME or oidc:ISSUER#SUBJECT.")
+    ],
+    by: Annotated[
+        str | None, typer.Option("--as", help="Who ends them (default cli:$USER).")
+    ] = None,
+) -> None:
+    """End every web session of a principal at once (for an OpenID Connect user whose access
+    was withdrawn at the provider, say); the audit log records it. Ending none is not an
+    error."""
+    from web.cli import default_principal, run_async
+
+    wanted = _principal_id(principal)
+
+    async def main(engine: Engine) -> int:
+        from storage.sessions import PgSessions
+
+        return await PgSessions(engine.db).end_principal(wanted, by=by or default_principal())
+
+    ended = run_async(main)
+    typer.echo(f"{ended} web session{'' if ended == 1 else 's'} of {wanted} ended")
 
 
 @tokens_app.command("create")
 def tokens_create(
     name: Annotated[str, typer.Argument(help="The token's name (who uses it, e.g. ci-bot).")],
     groups: Groups = None,
+    owner: Annotated[
+        str | None,
+        typer.Option(
+            "--owner",
+            help="The local account it acts for: it counts as that person (who may not approve"
+            " what they started, and votes once) and never holds more groups than they do.",
+        ),
+    ] = None,
+    service: Annotated[
+        bool,
+        typer.Option(
+            "--service", help="A service token, owned by no one: it starts runs, never decides."
+        ),
+    ] = False,
     by: Annotated[
         str | None, typer.Option("--as", help="Who creates it (default cli:$USER).")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create an API token and print its secret: it is shown this once, and never again."""
-    from web.cli import default_principal, emit_json, run_async
+    """Create an API token and print its secret: it is shown this once, and never again.
+
+    Give it an --owner, or say --service. Exit 2: invalid name or group, no enabled account of
+    the owner's name, or a group the owner is not in; 3: the name is taken."""
+    from web.cli import EXIT_INVALID, default_principal, emit_json, fail, run_async
+
+    # Explicit either way: a token that silently could not decide, or silently could, is a
+    # surprise found late.
+    if (owner is None) == (not service):
+        fail(
+            "say whose token it is: --owner USER (a person's token) or --service (starts runs,"
+            " never decides)",
+            EXIT_INVALID,
+        )
 
     async def main(engine: Engine) -> dict[str, Any]:
         members = groups or []
-        secret = await engine.accounts.create_token(name, members, by or default_principal())
-        return {"name": name, "token": secret, "groups": validate_groups(members)}
+        secret = await engine.accounts.create_token(
+            name, members, by or default_principal(), owner=owner
+        )
+        return {
+            "name": name,
+            "token": secret,
+            "groups": validate_groups(members),
+            "owner": owner,
+        }
 
     created = run_async(main)
     if as_json:
@@ -129,9 +263,10 @@ def tokens_create(
         return
     # The secret alone on stdout, so that `TOKEN=$(approvals tokens create ...)` works.
     typer.echo(created["token"])
+    whose = f"owner: {owner}" if owner is not None else "a service token: it never decides"
     typer.echo(
-        f"token {name} created (groups: {', '.join(created['groups'])}); store the secret"
-        " now, it cannot be shown again",
+        f"token {name} created (groups: {', '.join(created['groups'])}; {whose}); store the"
+        " secret now, it cannot be shown again",
         err=True,
     )
 
@@ -146,6 +281,7 @@ def tokens_list(as_json: JsonOption = False) -> None:
             {
                 "name": t.name,
                 "groups": sorted(t.groups),
+                "owner": t.owner,
                 "created_by": t.created_by,
                 "created_at": t.created_at.isoformat(),
                 "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None,
@@ -155,8 +291,10 @@ def tokens_list(as_json: JsonOption = False) -> None:
 
     def line(t: dict[str, Any]) -> str:
         state = f"revoked {t['revoked_at']}" if t["revoked_at"] else "active"
+        whose = f"owner: {t['owner']}" if t["owner"] else "service"
         return (
-            f"{t['name']}  groups: {', '.join(t['groups'])}  created by {t['created_by']}  {state}"
+            f"{t['name']}  groups: {', '.join(t['groups'])}  {whose}  created by"
+            f" {t['created_by']}  {state}"
         )
 
     emit_listing(run_async(main), as_json=as_json, empty="no API tokens", line=line)

@@ -40,3 +40,10 @@ async def thread_lock(engine: Engine, thread_id: str) -> AsyncIterator[None]:
             await conn.execute(
                 "select pg_advisory_unlock(hashtextextended(%s, 7277))", (thread_id,)
             )
+
+
+async def person_token(engine: Engine, name: str, *groups: str) -> str:
+    """The secret of an API token named ``name`` that belongs to a local account of the same
+    name in ``groups``: a person's token, which may decide (a service token never does)."""
+    await engine.accounts.add_user(name, "correct horse battery staple", list(groups))
+    return await engine.accounts.create_token(name, list(groups), created_by="test", owner=name)

@@ -12,6 +12,7 @@ from psycopg import sql
 
 from approvals.errors import AccountExists, InvalidAccount
 from approvals.principals import Principal, Via
+from tests.integration.helpers import scalar
 from tests.integration.processes import APPROVALS, Result, cli
 from web.engine import Engine
 
@@ -77,9 +78,9 @@ async def test_a_taken_name_is_refused(engine: Engine) -> None:
     assert await engine.accounts.authenticate("alice", PASSWORD) is not None
     assert len(await _audit(engine, "account.created")) == 1
 
-    await engine.accounts.create_token("ci-bot", ["ops"], created_by="cli:root")
+    await engine.accounts.create_token("ci-bot", ["ops"], created_by="cli:root", owner=None)
     with pytest.raises(AccountExists, match="token named 'ci-bot' already exists"):
-        await engine.accounts.create_token("ci-bot", ["ops"], created_by="cli:root")
+        await engine.accounts.create_token("ci-bot", ["ops"], created_by="cli:root", owner=None)
 
 
 async def test_concurrent_adds_of_one_name_create_it_once(engine: Engine) -> None:
@@ -126,12 +127,14 @@ async def test_invalid_tokens_are_refused(
     engine: Engine, name: str, groups: list[str], message: str
 ) -> None:
     with pytest.raises(InvalidAccount, match=message):
-        await engine.accounts.create_token(name, groups, created_by="cli:root")
+        await engine.accounts.create_token(name, groups, created_by="cli:root", owner=None)
     assert await engine.accounts.tokens() == []
 
 
 async def test_a_token_verifies_until_it_is_revoked(engine: Engine) -> None:
-    secret = await engine.accounts.create_token("ci-bot", ["ops", "finance"], "cli:root")
+    secret = await engine.accounts.create_token(
+        "ci-bot", ["ops", "finance"], "cli:root", owner=None
+    )
     assert secret.startswith("apv_")
 
     principal = await engine.accounts.verify_token(secret)
@@ -154,20 +157,94 @@ async def test_a_token_verifies_until_it_is_revoked(engine: Engine) -> None:
 
 
 async def test_wrong_and_malformed_secrets_are_refused_without_error(engine: Engine) -> None:
-    secret = await engine.accounts.create_token("ci-bot", ["ops"], "cli:root")
+    secret = await engine.accounts.create_token("ci-bot", ["ops"], "cli:root", owner=None)
     other = secret[:-1] + ("A" if secret[-1] != "A" else "B")
     for wrong in [other, "", "apv_", "Bearer " + secret, secret + " ", "x" * 10_000, "\x00"]:
         assert await engine.accounts.verify_token(wrong) is None, wrong
 
 
 async def test_only_the_digest_of_a_token_is_stored(engine: Engine) -> None:
-    secret = await engine.accounts.create_token("ci-bot", ["ops"], "cli:root")
+    secret = await engine.accounts.create_token("ci-bot", ["ops"], "cli:root", owner=None)
     await engine.accounts.revoke_token("ci-bot")
     (row,) = await _rows(engine, "api_tokens")
     assert row["digest"] == hashlib.sha256(secret.encode()).hexdigest()
     stored = str(await _rows(engine, "api_tokens")) + str(await _rows(engine, "audit_events"))
     assert secret not in stored
     assert secret.removeprefix("apv_") not in stored
+
+
+# Tokens belong to people: the rules compare the person behind a principal, never its id.
+
+
+async def test_a_token_acts_for_its_owner_with_at_most_the_owners_groups(engine: Engine) -> None:
+    await engine.accounts.add_user("alice", PASSWORD, ["support", "agents"])
+    secret = await engine.accounts.create_token(
+        "alice-bot", ["support", "agents"], "cli:root", owner="alice"
+    )
+    principal = await engine.accounts.verify_token(secret)
+    assert principal is not None
+    assert (principal.id, principal.person) == ("token:alice-bot", "local:alice")
+    assert principal.groups == {"support", "agents"}
+    (listed,) = await engine.accounts.tokens()
+    assert listed.owner == "alice"
+    (created,) = await _audit(engine, "token.created")
+    assert created["data"]["owner"] == "alice"
+
+    # Groups are read at every verification: a group the owner lost is the token's loss too.
+    async with engine.db.pool.connection() as conn:
+        await conn.execute("UPDATE users SET groups = '{agents}' WHERE name = 'alice'")
+    narrowed = await engine.accounts.verify_token(secret)
+    assert narrowed is not None
+    assert narrowed.groups == {"agents"}
+
+
+async def test_a_token_of_a_disabled_owner_is_dead(engine: Engine) -> None:
+    await engine.accounts.add_user("alice", PASSWORD, ["support"])
+    secret = await engine.accounts.create_token("alice-bot", ["support"], "cli:root", owner="alice")
+    assert await engine.accounts.verify_token(secret) is not None
+    assert await engine.accounts.disable_user("alice")
+    assert await engine.accounts.verify_token(secret) is None
+
+
+@pytest.mark.parametrize(
+    ("owner", "groups", "message"),
+    [
+        ("nobody", ["support"], "no enabled local account"),
+        ("off", ["support"], "no enabled local account"),
+        ("Not A Name", ["support"], "no enabled local account"),
+        ("alice", ["support", "finance"], "groups its owner 'alice' is not in: finance"),
+    ],
+)
+async def test_a_token_cannot_belong_to_a_missing_or_disabled_account_or_outgrow_it(
+    engine: Engine, owner: str, groups: list[str], message: str
+) -> None:
+    await engine.accounts.add_user("alice", PASSWORD, ["support"])
+    await engine.accounts.add_user("off", PASSWORD, ["support"])
+    await engine.accounts.disable_user("off")
+    with pytest.raises(InvalidAccount, match=message):
+        await engine.accounts.create_token("bot", groups, "cli:root", owner=owner)
+    assert await engine.accounts.tokens() == []
+    assert await _audit(engine, "token.") == []
+
+
+async def test_a_principals_person_is_the_same_in_python_and_in_the_database(
+    engine: Engine,
+) -> None:
+    await engine.accounts.add_user("alice", PASSWORD, ["support"])
+    owned = await engine.accounts.create_token("alice-bot", ["support"], "t", owner="alice")
+    service = await engine.accounts.create_token("shop", ["agents"], "t", owner=None)
+    principals = [
+        Principal.local("alice", frozenset({"support"})),
+        Principal.oidc("https://idp.example", "sub-1", "Alice", frozenset({"support"})),
+        await engine.accounts.verify_token(owned),
+        await engine.accounts.verify_token(service),
+    ]
+    expected = ["local:alice", "oidc:https://idp.example#sub-1", "local:alice", None]
+    assert [p.person for p in principals if p is not None] == expected
+    for principal in principals:
+        assert principal is not None
+        stored = await scalar(engine, "SELECT approvals_person_of(%s)", principal.id)
+        assert stored == principal.person, principal.id
 
 
 # The CLI, run as the real `approvals` command.
@@ -250,7 +327,9 @@ async def test_cli_users_add_errors_are_one_line_with_their_exit_code(
 async def test_cli_token_secret_is_printed_once_and_verifies(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
-    created = await cli(cli_env, "tokens", "create", "ci-bot", "--group", "ops", "--as", "cli:root")
+    created = await cli(
+        cli_env, "tokens", "create", "ci-bot", "--group", "ops", "--service", "--as", "cli:root"
+    )
     assert created.code == 0, created.stderr
     secret = created.stdout.strip()
     assert created.stdout == secret + "\n"
@@ -258,10 +337,12 @@ async def test_cli_token_secret_is_printed_once_and_verifies(
     principal = await engine.accounts.verify_token(secret)
     assert principal == Principal.token("ci-bot", frozenset({"ops"}))
 
-    as_json = await cli(cli_env, "tokens", "create", "deploy", "--group", "ops", "--json")
+    as_json = await cli(
+        cli_env, "tokens", "create", "deploy", "--group", "ops", "--service", "--json"
+    )
     body = as_json.json()
-    assert set(body) == {"name", "token", "groups"}
-    assert (body["name"], body["groups"]) == ("deploy", ["ops"])
+    assert set(body) == {"name", "token", "groups", "owner"}
+    assert (body["name"], body["groups"], body["owner"]) == ("deploy", ["ops"], None)
     assert await engine.accounts.verify_token(body["token"]) is not None
 
     listed = await cli(cli_env, "tokens", "list", "--json")
@@ -275,15 +356,15 @@ async def test_cli_token_secret_is_printed_once_and_verifies(
         assert secret not in shown
         assert body["token"] not in shown
 
-    taken = await cli(cli_env, "tokens", "create", "ci-bot", "--group", "ops")
+    taken = await cli(cli_env, "tokens", "create", "ci-bot", "--group", "ops", "--service")
     assert (taken.code, taken.stdout) == (3, "")
-    invalid = await cli(cli_env, "tokens", "create", "ci bot", "--group", "ops")
+    invalid = await cli(cli_env, "tokens", "create", "ci bot", "--group", "ops", "--service")
     assert (invalid.code, invalid.stdout) == (2, "")
 
 
 @pytest.mark.slow
 async def test_cli_revokes_a_token(engine: Engine, cli_env: dict[str, str]) -> None:
-    secret = await engine.accounts.create_token("ci-bot", ["ops"], "cli:root")
+    secret = await engine.accounts.create_token("ci-bot", ["ops"], "cli:root", owner=None)
     revoked = await cli(cli_env, "tokens", "revoke", "ci-bot")
     assert revoked.code == 0, revoked.stderr
     assert revoked.stdout == "token ci-bot revoked\n"
@@ -296,3 +377,31 @@ async def test_cli_revokes_a_token(engine: Engine, cli_env: dict[str, str]) -> N
     assert again.stderr == "error: no unrevoked token named 'ci-bot'\n"
     missing = await cli(cli_env, "tokens", "revoke", "nobody")
     assert missing.code == 4
+
+
+@pytest.mark.slow
+async def test_cli_creates_a_token_for_an_owner_and_refuses_a_missing_one(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    await engine.accounts.add_user("alice", PASSWORD, ["support"])
+    created = await cli(
+        cli_env, "tokens", "create", "alice-bot", "--group", "support", "--owner", "alice"
+    )
+    assert created.code == 0, created.stderr
+    assert "owner: alice" in created.stderr
+    principal = await engine.accounts.verify_token(created.stdout.strip())
+    assert principal is not None
+    assert principal.person == "local:alice"
+    (listed,) = (await cli(cli_env, "tokens", "list", "--json")).json()
+    assert listed["owner"] == "alice"
+    assert "owner: alice" in (await cli(cli_env, "tokens", "list")).stdout
+
+    for args, message in [
+        (["--owner", "nobody"], "no enabled local account"),
+        ([], "--owner USER"),
+        (["--owner", "alice", "--service"], "--owner USER"),
+    ]:
+        refused = await cli(cli_env, "tokens", "create", "bot", "--group", "support", *args)
+        assert (refused.code, refused.stdout) == (2, ""), refused.stderr
+        assert message in refused.stderr
+    assert [t.name for t in await engine.accounts.tokens()] == ["alice-bot"]

@@ -15,7 +15,7 @@ import pytest
 from approvals.model import ExecutionStatus
 from storage.embedded import start_embedded, stop_embedded
 from storage.migrate import upgrade
-from tests.integration.helpers import side_effects, start_refund
+from tests.integration.helpers import person_token, side_effects, start_refund
 from tests.integration.processes import cli, eventually, spawn
 from web.engine import Engine, open_engine
 from web.settings import Settings
@@ -65,7 +65,7 @@ async def test_a_web_server_killed_after_a_decision_loses_nothing(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await start_refund(engine)
-    secret = await engine.accounts.create_token("lead", ["support"], created_by="test")
+    secret = await person_token(engine, "lead", "support")
     server = await spawn(cli_env, "serve", "--port", "0")
     try:
         url = await read_url(server)
@@ -91,7 +91,7 @@ async def test_a_web_server_killed_during_decisions_leaves_each_decided_once_or_
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     runs = [await start_refund(engine) for _ in range(6)]
-    secret = await engine.accounts.create_token("lead", ["support"], created_by="test")
+    secret = await person_token(engine, "lead", "support")
     server = await spawn(cli_env, "serve", "--port", "0")
     url = await read_url(server)
     async with httpx.AsyncClient(

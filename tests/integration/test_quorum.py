@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from approvals.errors import AlreadyVoted, InvalidDecision, RequestNotPending
+from approvals.authz import ApproverRules
+from approvals.errors import AlreadyVoted, InvalidDecision, NotAllowed, RequestNotPending
 from approvals.model import Decision, Vote
+from approvals.principals import Principal
 from tests.integration.governed_graphs import GRAPHS
 from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine
@@ -96,3 +98,73 @@ async def test_racing_approvers_complete_the_quorum_once(governed: Engine) -> No
     assert await scalar(governed, "select count(*) from resume_queue") == 1
     assert await governed.worker.drain() == 1
     assert await scalar(governed, "select count(*) from demo_side_effects") == 1
+
+
+# One person, one vote: a person's API token and web account are one approver.
+
+PASSWORD = "correct horse battery staple"
+
+
+async def alices_token(engine: Engine, *groups: str) -> str:
+    """``token:alice-bot``, which belongs to the local account alice (in ``groups``)."""
+    await engine.accounts.add_user("alice", PASSWORD, list(groups))
+    await engine.accounts.create_token("alice-bot", list(groups), "test", owner="alice")
+    return "token:alice-bot"
+
+
+async def test_one_persons_token_and_account_are_one_vote(governed: Engine) -> None:
+    token = await alices_token(governed, "support")
+    run_id, request_id = await paused(governed)
+    first = await governed.decide(request_id, "approve", principal=token)
+    assert isinstance(first, Vote)
+    with pytest.raises(AlreadyVoted, match=r"\(as token:alice-bot\)"):
+        await governed.decide(request_id, "approve", principal="local:alice")
+    assert await governed.requests.votes(request_id) == ["token:alice-bot"]
+    assert await governed.requests.vote_of(request_id, "local:alice") == "token:alice-bot"
+    assert await governed.worker.drain() == 0  # still one approval of two
+    second = await governed.decide(request_id, "approve", principal="local:bob")
+    assert isinstance(second, Decision)
+    assert await governed.worker.drain() == 1
+    assert await scalar(governed, "select count(*) from demo_side_effects") == 1
+
+
+async def test_one_persons_principals_racing_cast_one_vote(governed: Engine) -> None:
+    token = await alices_token(governed, "support")
+    _, request_id = await paused(governed)
+
+    async def approve(principal: str) -> object:
+        try:
+            return await governed.decide(request_id, "approve", principal=principal)
+        except AlreadyVoted as exc:
+            return exc
+
+    outcomes = await asyncio.gather(*(approve(p) for p in [token, "local:alice"] * 3))
+    assert sum(isinstance(o, Vote) for o in outcomes) == 1
+    assert sum(isinstance(o, AlreadyVoted) for o in outcomes) == 5
+    assert await scalar(governed, "select count(*) from decisions") == 0
+    assert await scalar(governed, "select count(*) from approval_votes") == 1
+
+
+async def test_a_service_token_casts_no_vote(governed: Engine) -> None:
+    await governed.accounts.create_token("shop-bot", ["support"], "test", owner=None)
+    _, request_id = await paused(governed)
+    with pytest.raises(NotAllowed, match="service token"):
+        await governed.decide(request_id, "approve", principal="token:shop-bot")
+    assert await governed.requests.votes(request_id) == []
+
+
+async def test_whoever_started_a_run_with_a_token_cannot_decide_it_as_themselves(
+    governed: Engine,
+) -> None:
+    token = await alices_token(governed, "support", "agents")
+    out = await governed.runner.start("quorum", {"message": "refund 1001"}, principal=token)
+    request = await governed.requests.get(out.pending[0])
+    assert request is not None
+    assert (request.requested_by, request.requested_by_person) == (token, "local:alice")
+    rules = ApproverRules()
+    alice = await governed.accounts.authenticate("alice", PASSWORD)
+    assert alice is not None
+    with pytest.raises(NotAllowed, match="separation of duties"):
+        rules.check_decide(alice, request)
+    bob = Principal.local("bob", frozenset({"support"}))
+    assert rules.may_decide(bob, request)

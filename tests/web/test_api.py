@@ -8,13 +8,14 @@ import time
 import httpx
 import pytest
 
-from tests.integration.helpers import scalar
+from tests.integration.helpers import person_token, scalar
 from tests.web.conftest import Server
 from web.engine import Engine
 
 
 async def token(engine: Engine, name: str, *groups: str) -> str:
-    return await engine.accounts.create_token(name, list(groups), created_by="test")
+    """A person's token: it belongs to a local account of the same name."""
+    return await person_token(engine, name, *groups)
 
 
 def client(server: Server, secret: str | None) -> httpx.AsyncClient:

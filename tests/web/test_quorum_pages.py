@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import httpx
 import pytest
 
 from tests.integration.governed_graphs import GRAPHS
@@ -53,3 +54,32 @@ async def test_two_approvers_in_the_pages(server: Server, engine: Engine, sign_i
         assert time.monotonic() < deadline, "the run never completed"
         await asyncio.sleep(0.1)
     assert await scalar(engine, "select count(*) from demo_side_effects") == 1
+
+
+async def test_a_persons_token_and_web_account_are_one_approver(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "alice", "support")
+    await add_user(engine, "bob", "support")
+    secret = await engine.accounts.create_token("alice-bot", ["support"], "test", owner="alice")
+    out = await engine.runner.start("quorum", {"message": "refund 1001"}, principal="local:shop")
+    request_id = out.pending[0]
+    async with httpx.AsyncClient(
+        base_url=server.url, headers={"authorization": f"Bearer {secret}"}, timeout=30
+    ) as api:
+        voted = await api.post(
+            f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
+        )
+    assert voted.status_code == 202, voted.text
+    alice = sign_in("alice")
+    page = alice.get(f"/requests/{request_id}")
+    assert "you already approved it (as token:alice-bot)" in page.text
+    again = alice.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(page.text)})
+    assert again.status_code == 409
+    assert await scalar(engine, "select count(*) from approval_votes") == 1
+    assert await scalar(engine, "select status from approval_requests") == "pending"
+    bob = sign_in("bob")
+    page_b = bob.get(f"/requests/{request_id}")
+    approved = bob.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(page_b.text)})
+    assert approved.status_code == 303
+    assert await scalar(engine, "select status from approval_requests") == "approved"

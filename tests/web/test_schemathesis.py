@@ -29,6 +29,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.integration.helpers import person_token
 from tests.web.conftest import Server
 from web.app import openapi
 from web.engine import Engine
@@ -99,9 +100,7 @@ async def approver(engine: Engine) -> Approver:
     # PendingCall for the schema check, not only an empty list.
     run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="local:shop")
     assert run.pending, run
-    secret = await engine.accounts.create_token(
-        "fuzzer", ["support", "operators"], created_by="test"
-    )
+    secret = await person_token(engine, "fuzzer", "support", "operators")
     return Approver(secret=secret, run_id=run.run_id, request_id=run.pending[0])
 
 
