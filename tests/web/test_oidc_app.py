@@ -8,9 +8,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.web.conftest import Server
+from tests.integration.helpers import scalar
+from tests.integration.inprocess import invoke
+from tests.web.conftest import Server, csrf_of
 from tests.web.oidc_provider import RunningProvider, run_oidc_provider
 from web.engine import Engine
+from web.security import SESSION_COOKIE
 from web.settings import Settings
 
 
@@ -74,3 +77,34 @@ def test_denied_consent_shows_a_clear_page(server: Server) -> None:
     assert page.status_code == 403
     assert "<html" in page.text
     assert "Not allowed" in page.text
+
+
+async def test_an_oidc_session_ends_on_sign_out_and_by_an_operator(
+    server: Server, engine: Engine, provider: RunningProvider, cli_env: dict[str, str]
+) -> None:
+    out = await engine.runner.start("refund", {"message": "refund 1001"}, principal="local:x")
+    request_id = out.pending[0]
+    sam = oidc_sign_in(server, "sam")
+    other_sam = oidc_sign_in(server, "sam")  # a second browser of the same person
+    try:
+        page = sam.get(f"{server.url}/requests/{request_id}")
+        assert page.status_code == 200
+        csrf = csrf_of(page.text)
+        cookie = sam.cookies[SESSION_COOKIE]
+        assert sam.post(f"{server.url}/logout", data={"csrf": csrf}).status_code == 303
+        with httpx.Client(cookies={SESSION_COOKIE: cookie}, headers={"origin": server.url}) as c:
+            assert c.get(f"{server.url}/").status_code == 303
+            refused = c.post(f"{server.url}/requests/{request_id}/approve", data={"csrf": csrf})
+        assert refused.headers["location"].startswith("/login")
+        # The provider cannot tell us when it withdraws access: an operator ends the sessions.
+        other_csrf = csrf_of(other_sam.get(f"{server.url}/requests/{request_id}").text)
+        ended = await invoke(cli_env, "sessions", "end", f"oidc:{provider.issuer}#sam")
+        assert ended.code == 0, ended.stderr
+        approve = other_sam.post(
+            f"{server.url}/requests/{request_id}/approve", data={"csrf": other_csrf}
+        )
+        assert approve.headers["location"].startswith("/login")
+        assert await scalar(engine, "select count(*) from decisions") == 0
+    finally:
+        sam.close()
+        other_sam.close()
