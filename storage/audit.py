@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from approvals.anchor import Anchor, AnchorCheck
 from approvals.audit import ChainedEvent, ChainHead, ChainVerifier, Finding
 from storage.db import Connection, Database, Row, sql, translated_errors
 
@@ -51,6 +52,8 @@ class Verification:
     last_id: int
     head: str
     finding: Finding | None = None
+    #: How many anchors were checked (``None``: none were given).
+    anchors: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -81,8 +84,11 @@ class PgAuditLog:
         params = filters.params() | {"before": before, "limit": limit}
         return await self._db.all("audit_search", params)
 
-    async def verify(self) -> Verification:
-        """Walk the chain up to its head in one snapshot and recompute every link."""
+    async def verify(self, anchors: list[Anchor] | None = None) -> Verification:
+        """Walk the chain up to its head in one snapshot and recompute every link; with
+        ``anchors``, also check that every anchored event still has its anchored hash (a
+        rewrite that recomputed the hashes and moved the head passes the walk, not this)."""
+        check = AnchorCheck(anchors or [])
         async with self._snapshot() as conn:
             row = await (await conn.execute(sql("audit_head"))).fetchone()
             if row is None:
@@ -91,15 +97,19 @@ class PgAuditLog:
                 last_id=row["last_id"], hash=row["hash"], legacy_until=row["legacy_until"]
             )
             verifier = ChainVerifier(head)
-            async for event in _stream(conn, "audit_chain", {}):
-                if verifier.feed(ChainedEvent.from_row(event)) is not None:
+            async for row in _stream(conn, "audit_chain", {}):
+                event = ChainedEvent.from_row(row)
+                if verifier.feed(event) is not None:
                     break
-            finding = verifier.finish()
+                check.see(event.id, event.hash)
+            # A broken link names the event itself; an anchor only bounds where the rewrite is.
+            finding = verifier.finish() or check.finish(verifier.last_id)
         return Verification(
             events=verifier.count,
             last_id=verifier.last_id,
             head=verifier.head_hash,
             finding=finding,
+            anchors=check.count if anchors is not None else None,
         )
 
     async def export(

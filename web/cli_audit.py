@@ -1,8 +1,10 @@
 """``approvals audit``: verify the decision log's hash chain, and export it.
 
 ``verify`` exits 0 when every event links to the one before it and matches its content, 1
-naming the first event that was changed, removed or inserted. ``export`` streams events to
-stdout (JSON lines or CSV), oldest first. Exit 2: an invalid option.
+naming the first event that was changed, removed or inserted. ``--anchor FILE`` also checks the
+anchors ``anchor`` wrote: each must be signed and linked as written, and its event must still
+have its hash; a rewritten chain whose hashes were all recomputed fails here. ``export`` streams
+events to stdout (JSON lines or CSV), oldest first. Exit 2: an invalid option.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from __future__ import annotations
 import csv
 import enum
 import json
+import re
 import sys
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from approvals.anchor import Anchor
 from approvals.audit import format_at
 from storage.audit import Verification
 from web.engine import Engine
@@ -50,12 +55,27 @@ class ExportFormat(enum.StrEnum):
 @audit_app.command("verify")
 def audit_verify(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    anchor: Annotated[
+        Path | None,
+        typer.Option("--anchor", help="Also check every anchor in this file (`audit anchor`)."),
+    ] = None,
 ) -> None:
     """Walk the hash chain; exit 1 naming the first event changed, removed or inserted."""
-    from web.cli import EXIT_FAILURE, emit_json, fail, run_async
+    from web.audit_anchor import anchor_key, read_file
+    from web.cli import EXIT_FAILURE, EXIT_INVALID, emit_json, fail, guarded, run_async
+    from web.settings import load_settings
+
+    anchors: list[Anchor] | None = None
+    if anchor is not None:
+        if not anchor.is_file():
+            fail(f"--anchor: no such file: {anchor}", EXIT_INVALID)
+        path = anchor
+        anchors = guarded(lambda: read_file(path, anchor_key(load_settings(), create=False)))
+        if not anchors:
+            fail(f"--anchor: {anchor} holds no anchors", EXIT_INVALID)
 
     async def main(engine: Engine) -> Verification:
-        return await engine.audit.verify()
+        return await engine.audit.verify(anchors)
 
     result = run_async(main)
     if as_json:
@@ -67,13 +87,67 @@ def audit_verify(
                 "head": result.head,
                 "finding": result.finding.to_json() if result.finding else None,
             }
+            | ({"anchors": result.anchors} if result.anchors is not None else {})
         )
         if result.finding is not None:
             raise typer.Exit(EXIT_FAILURE)
         return
     if result.finding is not None:
         fail(f"audit log tampered with: {result.finding.message}", EXIT_FAILURE)
-    typer.echo(f"audit log verified: {result.events} events, head {result.head}")
+    held = f"; {result.anchors} anchors hold" if result.anchors is not None else ""
+    typer.echo(f"audit log verified: {result.events} events, head {result.head}{held}")
+
+
+@audit_app.command("anchor")
+def audit_anchor(
+    to: Annotated[
+        Path | None, typer.Option("--to", help="Append the signed head to this file.")
+    ] = None,
+    webhook: Annotated[
+        str | None, typer.Option("--webhook", help="POST the signed head to this URL.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Verify the chain (and the anchors already in --to), then record its head, signed, outside
+    the database. Run it on a schedule (docs/operations.md)."""
+    from web.audit_anchor import AnchorFile, anchor_key, post
+    from web.cli import EXIT_FAILURE, EXIT_INVALID, emit_json, fail, run_async
+
+    if to is None and webhook is None:
+        fail("give --to FILE, --webhook URL or both", EXIT_INVALID)
+    if webhook is not None and not re.match(r"^https?://[^\s/]+", webhook):
+        fail(f"--webhook is not an http(s) URL: {webhook[:80]!r}", EXIT_INVALID)
+    if to is not None and ((to.exists() and not to.is_file()) or not to.parent.is_dir()):
+        fail(f"--to is not a file in an existing directory: {to}", EXIT_INVALID)
+
+    async def main(engine: Engine) -> tuple[Verification, Anchor | None]:
+        from approvals import anchor as anchors
+
+        key = anchor_key(engine.settings, create=True)
+        if to is not None:
+            with AnchorFile(to, key) as file:
+                result = await engine.audit.verify(file.anchors)
+                if result.finding is not None:
+                    return result, None
+                signed = file.append(result.last_id, result.head)
+        else:
+            result = await engine.audit.verify()
+            if result.finding is not None:
+                return result, None
+            signed = anchors.sign(key, event_id=result.last_id, hash=result.head, previous=None)
+        if webhook is not None:
+            await post(webhook, signed, key, seconds=engine.settings.notify_timeout_seconds)
+        return result, signed
+
+    result, signed = run_async(main)
+    if result.finding is not None or signed is None:
+        assert result.finding is not None
+        fail(f"nothing anchored: audit log tampered with: {result.finding.message}", EXIT_FAILURE)
+    if as_json:
+        emit_json(json.loads(signed.line()))
+        return
+    where = " and ".join(str(w) for w in (to, webhook) if w is not None)
+    typer.echo(f"anchored event {signed.event_id} (hash {signed.hash}) to {where}")
 
 
 def _since(value: str | None) -> datetime | None:
