@@ -58,15 +58,20 @@ class Soak:
         self.url = url
         self.env = env
 
-    async def cli(self, *args: str, env: dict[str, str] | None = None) -> Any:
+    async def cli(
+        self, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+    ) -> Any:
         proc = await asyncio.create_subprocess_exec(
             APPROVALS,
             *args,
             env=env or self.env,
+            stdin=subprocess.PIPE if stdin is not None else None,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(proc.communicate(), 180)
+        out, err = await asyncio.wait_for(
+            proc.communicate(stdin.encode() if stdin is not None else None), 180
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"approvals {' '.join(args)}: {err.decode().strip()}")
         return json.loads(out) if out.strip().startswith((b"{", b"[")) else out.decode()
@@ -153,10 +158,19 @@ class Soak:
     async def server_decides(self, request: str) -> None:
         import httpx
 
+        # A person's token (a service token may not decide): an account, and a token it owns.
+        name = f"soak{random.randrange(10**9)}"
+        await self.cli(
+            "users",
+            "add",
+            name,
+            "--group",
+            "support",
+            "--password-stdin",
+            stdin="soak approver password\n",
+        )
         token = (
-            await self.cli(
-                "tokens", "create", f"soak{random.randrange(10**9)}", "--group", "support"
-            )
+            await self.cli("tokens", "create", name, "--group", "support", "--owner", name)
         ).strip()
         server = await self.spawn("serve", "--port", "0")
         try:
