@@ -19,6 +19,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
 from approvals.authz import ApproverRules
+from approvals.json_values import text_problem
 from approvals.principals import Principal
 from storage.audit import AuditFilter
 from web.engine import Engine
@@ -84,6 +85,12 @@ class Filters:
         names = ("run", "tool", "principal", "decision", "since", "until")
         form = {n: params.get(n, "").strip()[:200] for n in names}
         errors: list[str] = []
+        for name in names:
+            problem = text_problem(form[name])
+            if problem is not None:
+                # PostgreSQL cannot compare text holding a NUL: refused, and not shown back.
+                errors.append(f"{name}: {problem}")
+                form[name] = ""
         run_id = since = until = None
         if form["run"]:
             run_id = _run_id(form["run"])
@@ -185,7 +192,9 @@ def router() -> APIRouter:
         _operator(request, session.principal)
         filters = Filters.parse(dict(request.query_params))
         before_text = request.query_params.get("before", "")
-        before = int(before_text) if before_text.isdigit() and len(before_text) < 19 else None
+        # isascii: str.isdigit() is true of "²", which int() refuses.
+        ascii_digits = before_text.isascii() and before_text.isdigit()
+        before = int(before_text) if ascii_digits and len(before_text) < 19 else None
         rows: list[dict[str, Any]] = []
         if not filters.errors:
             rows = await _engine(request).audit.search(
@@ -196,7 +205,7 @@ def router() -> APIRouter:
             request,
             "audit.html",
             session,
-            400 if filters.errors else 200,
+            422 if filters.errors else 200,
             events=[{**r, "summary": summary(r["data"] or {})} for r in rows[:PAGE_SIZE]],
             form=filters.form,
             errors=filters.errors,

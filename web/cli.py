@@ -22,6 +22,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from approvals import json_values
 from approvals.errors import (
     AccountExists,
     AlreadyVoted,
@@ -33,6 +34,7 @@ from approvals.errors import (
     InvalidRequestId,
     InvalidRunId,
     InvalidRunInput,
+    InvalidValue,
     RequestNotFound,
     RequestNotPending,
     RunEnded,
@@ -92,6 +94,7 @@ def _exit_code(exc: ApprovalsError) -> int:
         | InvalidDecision
         | EditedArgumentsInvalid
         | InvalidRunInput
+        | InvalidValue
         | InvalidAccount
         | RuntimeRoleRefused,
     ):
@@ -127,10 +130,12 @@ def emit_listing(
 
 
 def parse_json(option: str, text: str) -> Any:
+    """A JSON option, parsed by the engine's rules (no NaN, no NUL, no deep nesting): exit 2
+    naming the option otherwise."""
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        fail(f"{option} is not valid JSON: {exc}", EXIT_INVALID)
+        return json_values.parse_json(option, text)
+    except InvalidValue as exc:
+        fail(str(exc), EXIT_INVALID)
 
 
 def database_url(settings: Settings) -> tuple[str, bool]:
