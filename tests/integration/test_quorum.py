@@ -114,7 +114,7 @@ async def alices_token(engine: Engine, *groups: str) -> str:
 
 async def test_one_persons_token_and_account_are_one_vote(governed: Engine) -> None:
     token = await alices_token(governed, "support")
-    run_id, request_id = await paused(governed)
+    _, request_id = await paused(governed)
     first = await governed.decide(request_id, "approve", principal=token)
     assert isinstance(first, Vote)
     with pytest.raises(AlreadyVoted, match=r"\(as token:alice-bot\)"):
