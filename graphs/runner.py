@@ -20,6 +20,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
+from approvals.json_values import check_inputs
 from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs, Settlement
 from graphs.agent import close_cancelled
@@ -101,6 +102,8 @@ class Runner:
         self, graph_name: str, input: Any, *, principal: str, thread_id: str | None = None
     ) -> RunOutcome:
         """Start a run of ``graph_name`` as ``principal``; returns when it finishes or pauses."""
+        # Before anything is written (the run row, a checkpoint): InvalidValue names the field.
+        check_inputs(input=input, thread_id=thread_id, principal=principal)
         message = parse_input(input)
         if thread_id is not None and not (0 < len(thread_id) <= 200):
             raise InvalidRunInput("thread id must be 1 to 200 characters")
