@@ -42,7 +42,8 @@ async def upgrade(url: str, *, runtime_role: str | None = None) -> None:
     """Apply every migration and LangGraph's checkpoint tables, then (``runtime_role``) grant
     that role what the engine needs on them, new tables included. Safe to run again."""
     with translated_errors():
-        if await _behind(url):
+        behind, connected_as = await _state(url)
+        if behind:
             try:
                 await asyncio.to_thread(command.upgrade, alembic_config(url), "head")
                 async with await psycopg.AsyncConnection.connect(
@@ -58,21 +59,26 @@ async def upgrade(url: str, *, runtime_role: str | None = None) -> None:
                     f" ({str(cause).splitlines()[0]}); run `approvals db upgrade` with the"
                     " owner's URL (APPROVALS_MIGRATION_DATABASE_URL)"
                 ) from None
-    if runtime_role:
+    # Connected as the runtime role itself (serve without the migration URL), there is nothing
+    # it could grant: the owner's `db upgrade` or `db grant` did, or will.
+    if runtime_role and connected_as != runtime_role:
         await grant_runtime(url, runtime_role)
 
 
-async def _behind(url: str) -> bool:
-    """Whether a migration or LangGraph's setup is still to run (reads only)."""
+async def _state(url: str) -> tuple[bool, str]:
+    """Whether a migration or LangGraph's setup is still to run, and the role connected as
+    (reads only)."""
     from storage.ops import SchemaState, schema_heads
 
     async with await psycopg.AsyncConnection.connect(
         url, autocommit=True, prepare_threshold=None, row_factory=dict_row
     ) as conn:
+        role = await (await conn.execute(sql("connected_role"))).fetchone()
+        assert role is not None
         try:
             row = await (await conn.execute(sql("schema_versions"))).fetchone()
         except psycopg.errors.UndefinedTable:
-            return True
+            return True, role["role"]
     head, checkpoints_head = schema_heads()
     state = SchemaState(
         revision=row["revision"] if row else None,
@@ -80,4 +86,4 @@ async def _behind(url: str) -> bool:
         checkpoints=row["checkpoints"] if row else None,
         checkpoints_head=checkpoints_head,
     )
-    return state.problem is not None
+    return state.problem is not None, role["role"]

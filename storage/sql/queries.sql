@@ -746,6 +746,10 @@ SELECT (SELECT version_num FROM alembic_version LIMIT 1) AS revision,
 -- the tables' owner.
 SELECT object, privileges FROM approvals_grant_runtime(%(role)s);
 
+-- name: connected_role
+-- The role this connection acts as (migrations skip granting the runtime role to itself).
+SELECT current_user::text AS role;
+
 -- name: lock_run_thread
 -- The thread lock of a run, for this transaction: waits until a step in progress settles.
 SELECT status, pg_advisory_xact_lock(hashtextextended(thread_id, 7277))::text AS locked

@@ -92,8 +92,9 @@ async def test_the_runtime_role_runs_the_engine_but_cannot_rewrite_the_log(
     assert await privileges(database_url, role, "audit_chain_head") == {"SELECT"}
 
     runtime = env["APPROVALS_DATABASE_URL"]
-    # Serve migrates at start-up; at head that only reads, which the runtime role may.
-    await upgrade(runtime)
+    # Serve migrates at start-up; at head that only reads, which the runtime role may (and it
+    # does not try to grant itself anything).
+    await upgrade(runtime, runtime_role=role)
     async with open_engine(runtime, settings.model_copy(update={"database_url": runtime})) as e:
         await refund_flow(e)  # start, decide twice, resume on the worker, completed
         assert (await e.audit.verify()).ok
