@@ -10,8 +10,10 @@ configured public URL's origin.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
+import unicodedata
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -189,12 +191,51 @@ templates.env.filters["age"] = age
 templates.env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True)
 
 
-def edit_fields(schema: dict[str, Any], values: dict[str, Any]) -> list[dict[str, Any]]:
-    """The edit form's fields, from the tool's JSON schema (top-level properties)."""
+#: Unicode categories of characters that show as nothing or change how what follows is shown:
+#: controls, format characters (bidi overrides, zero-width joiners and spaces), surrogates,
+#: private-use and unassigned code points, line and paragraph separators.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def _hidden(ch: str) -> bool:
+    category = unicodedata.category(ch)
+    return category in _HIDDEN_CATEGORIES or (category == "Zs" and ch != " ")
+
+
+def hides_characters(text: str) -> bool:
+    """Whether ``text`` holds characters a text field would show as nothing, or that would
+    reorder what the approver reads (``U+202E`` shows "fdp.exe" for "exe.pdf")."""
+    return any(_hidden(ch) for ch in text)
+
+
+def escape_hidden(text: str) -> str:
+    """``text`` with each hidden character written as its ``\\uXXXX`` escape."""
+    return "".join(
+        # json.dumps writes one past U+FFFF as its surrogate pair, which JSON text can hold.
+        json.dumps(ch)[1:-1] if _hidden(ch) else ch
+        for ch in text
+    )
+
+
+def edit_fields(
+    schema: dict[str, Any], values: dict[str, Any], escaped_as_typed: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """The edit form's fields, from the tool's JSON schema (top-level properties).
+
+    A value holding hidden characters is shown escaped, as the detail page shows it (JSON
+    text, ``"\\u202e..."``), never raw: a text field would show it as nothing or reordered.
+    Such a string field is ``escaped`` and posts back JSON text (``enc.NAME=json``).
+    ``escaped_as_typed``: string fields whose escaped text did not parse, shown as typed."""
     required = set(schema.get("required") or [])
     fields = []
     for name, prop in (schema.get("properties") or {}).items():
         kind = prop.get("type", "string")
+        value = values.get(name, prop.get("default"))
+        escaped = False
+        if name in escaped_as_typed and isinstance(value, str):
+            value, escaped = escape_hidden(value), True
+        elif isinstance(value, str) and hides_characters(value):
+            value, escaped = json.dumps(value), True
         fields.append(
             {
                 "name": name,
@@ -202,7 +243,10 @@ def edit_fields(schema: dict[str, Any], values: dict[str, Any]) -> list[dict[str
                 "title": prop.get("title") or name,
                 "description": prop.get("description"),
                 "required": name in required,
-                "value": values.get(name, prop.get("default")),
+                "value": value,
+                "escaped": escaped,
+                "has_default": "default" in prop,
+                "default": prop.get("default"),
                 "pattern": prop.get("pattern"),
                 "minimum": prop.get("minimum", prop.get("exclusiveMinimum")),
                 "maximum": prop.get("maximum", prop.get("exclusiveMaximum")),
@@ -215,7 +259,11 @@ def edit_fields(schema: dict[str, Any], values: dict[str, Any]) -> list[dict[str
 def parse_edit(
     schema: dict[str, Any], form: dict[str, str]
 ) -> tuple[dict[str, Any], list[dict[str, str]]]:
-    """Edited arguments from the form, typed by the schema; errors per field."""
+    """Edited arguments from the form, typed by the schema; errors per field.
+
+    A field the approver cleared takes the schema's default, so that what the confirmation
+    shows is what runs; an optional field without a default, or one the form did not send
+    at all, is left out (the tool's own default applies, and the confirmation says so)."""
     args: dict[str, Any] = {}
     errors: list[dict[str, str]] = []
     for field in edit_fields(schema, {}):
@@ -227,9 +275,13 @@ def parse_edit(
         if raw is None or raw == "":
             if field["required"]:
                 errors.append({"path": name, "message": "is required"})
+            elif raw == "" and field["has_default"]:
+                args[name] = copy.deepcopy(field["default"])
             continue
         try:
-            if kind == "integer":
+            if kind == "string" and form.get(f"enc.{name}") == "json":
+                args[name] = _escaped_text(raw)
+            elif kind == "integer":
                 args[name] = int(raw)
             elif kind == "number":
                 args[name] = float(raw)
@@ -242,9 +294,32 @@ def parse_edit(
         except InvalidValue as exc:
             args.pop(name, None)
             errors.append({"path": name, "message": exc.problem})
+        except _NotEscapedText:
+            errors.append(
+                {
+                    "path": name,
+                    "message": "is not escaped text: keep it in double quotes, with \\uXXXX for"
+                    " each hidden character",
+                }
+            )
         except ValueError:
             errors.append({"path": name, "message": f"is not a valid {kind}"})
     return args, errors
+
+
+class _NotEscapedText(Exception):
+    pass
+
+
+def _escaped_text(raw: str) -> str:
+    """An escaped string field's text (a JSON string) as the string it stands for."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise _NotEscapedText from None
+    if not isinstance(value, str):
+        raise _NotEscapedText
+    return value
 
 
 def typed(schema: dict[str, Any], form: dict[str, str], parsed: dict[str, Any]) -> dict[str, Any]:
@@ -258,14 +333,22 @@ def typed(schema: dict[str, Any], form: dict[str, str], parsed: dict[str, Any]) 
     return values
 
 
-def diff(proposed: dict[str, Any], edited: dict[str, Any]) -> list[dict[str, Any]]:
+def diff(
+    proposed: dict[str, Any], edited: dict[str, Any], defaulted: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """The confirmation's rows: each argument as proposed and as it will run. An argument
+    left out is "not given" (never shown as null, which it is not), and one that a cleared
+    field set to the schema's default says so."""
     keys = list(dict.fromkeys([*proposed, *edited]))
     return [
         {
             "name": k,
             "proposed": proposed.get(k),
             "edited": edited.get(k),
-            "changed": proposed.get(k) != edited.get(k),
+            "proposed_given": k in proposed,
+            "edited_given": k in edited,
+            "defaulted": k in defaulted,
+            "changed": (k in proposed) != (k in edited) or proposed.get(k) != edited.get(k),
         }
         for k in keys
     ]
@@ -398,6 +481,12 @@ def router() -> APIRouter:
             )
         args, errors = parse_edit(found.args_schema, form)
         proposed = found.shown.get("args") or {}
+        defaulted = frozenset(n for n in args if form.get(f"arg.{n}") == "")
+        escaped_as_typed = frozenset(
+            n
+            for n in found.args_schema.get("properties") or {}
+            if form.get(f"enc.{n}") == "json" and n not in args
+        )
         if not errors and form.get("confirm") == "1":
             try:
                 return await _decide(request, session, found, "approve", args=args)
@@ -413,9 +502,11 @@ def router() -> APIRouter:
             422 if errors else 200,
             req=found,
             # What the approver typed stays in the form, even where it did not parse.
-            fields=edit_fields(found.args_schema, typed(found.args_schema, form, args)),
+            fields=edit_fields(
+                found.args_schema, typed(found.args_schema, form, args), escaped_as_typed
+            ),
             errors={e["path"]: e["message"] for e in errors},
-            diff=diff(proposed, args),
+            diff=diff(proposed, args, defaulted),
             preview=not errors,
             args_json=json.dumps(args, sort_keys=True),
         )

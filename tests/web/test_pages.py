@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from html import unescape
 
 import httpx
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
@@ -258,3 +259,72 @@ async def test_open_redirects_are_refused(server: Server, engine: Engine) -> Non
         response = login(c, "ann", next="//evil.example/x")
     assert response.status_code == 303
     assert response.headers["location"] == "/"
+
+
+def hidden_fields(html: str, form_action: str) -> dict[str, str]:
+    """The named inputs of the form posting to ``form_action``, as a browser would send them."""
+    start = html.index(f'action="{form_action}"')
+    form = html[start : html.index("</form>", start)]
+    return {
+        unescape(name): unescape(value)
+        for name, value in re.findall(r'<input[^>]*?name="([^"]+)" value="([^"]*)"', form, re.S)
+    }
+
+
+async def test_the_edit_form_shows_hidden_characters_escaped_and_keeps_them(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "cleo", "communications")
+    sneaky = "invoice\u202efdp.exe\u200b"
+    out = await engine.runner.start(
+        "email", {"message": f"Email bob@example.com about {sneaky}"}, principal="local:shop"
+    )
+    request_id = out.pending[0]
+    c = sign_in("cleo")
+    detail = c.get(f"/requests/{request_id}").text
+    assert "\\u202efdp.exe" in detail  # the detail page shows it escaped: so must the edit page
+    edit = f"/requests/{request_id}/edit"
+    page = c.post(edit, data=hidden_fields(detail, edit))
+    assert page.status_code == 200, page.text
+    assert "\u202e" not in page.text
+    assert "\u200b" not in page.text
+    assert "\\u202efdp.exe\\u200b" in page.text
+    assert 'data-escaped="subject"' in page.text
+    # Posted back, the escaped text stands for the same text (no change), and runs as it.
+    again = c.post(edit, data=hidden_fields(page.text, edit))
+    assert again.status_code == 200, again.text
+    assert '<tr class="changed">' not in again.text
+    done = c.post(edit, data={**hidden_fields(again.text, edit), "confirm": "1"})
+    assert done.status_code == 303, done.text
+    await wait_for(engine, out.run_id, "completed")
+    request = await engine.requests.get(request_id)
+    assert request is not None
+    effects = await engine.effects.for_call(out.run_id, request.call_id)
+    assert len(effects) == 1
+    assert sneaky in effects[0]["args"]["subject"]
+
+
+async def test_a_cleared_optional_field_shows_and_runs_its_default(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    run_id, request_id = await refund_request(engine)
+    c = sign_in("ann")
+    csrf = csrf_of(c.get(f"/requests/{request_id}").text)
+    form = {"csrf": csrf, "arg.order_id": "1001", "arg.amount": "12.5", "arg.reason": ""}
+    preview = c.post(f"/requests/{request_id}/edit", data=form)
+    assert preview.status_code == 200, preview.text
+    row = re.search(r"<th>reason</th>.*?</tr>", preview.text, re.S)
+    assert row is not None
+    assert "null" not in row.group(0)
+    assert "&#34;customer request&#34;" in row.group(0) or '"customer request"' in row.group(0)
+    assert "the default" in row.group(0)
+    done = c.post(f"/requests/{request_id}/edit", data={**form, "confirm": "1"})
+    assert done.status_code == 303, done.text
+    await wait_for(engine, run_id, "completed")
+    _, decision = await engine.requests.decision_of(request_id)
+    assert decision is not None
+    assert decision.args is not None
+    assert decision.args["reason"] == "customer request"  # what the confirmation showed
+    effects = await engine.effects.for_call(run_id, "refund-1001")
+    assert [e["args"]["reason"] for e in effects] == ["customer request"]
