@@ -172,13 +172,6 @@ def redacted_paths(shown: dict[str, Any]) -> list[str]:
     return [p for p in listed if _segments(p) is not None]
 
 
-def as_shown(args: dict[str, Any], shown: dict[str, Any]) -> dict[str, Any]:
-    """``args`` redacted as ``shown`` lists: what an approver of that request sees of them.
-    (For a check at execution: the arguments about to run, redacted this way, must equal the
-    arguments the decision was made on.)"""
-    return redact(args, redacted_paths(shown))[0]
-
-
 def _error_path(segments: Sequence[str]) -> str:
     # The decision API reports argument errors with "/"-joined paths (as the schema check does).
     return "/".join(segments)

@@ -11,7 +11,6 @@ from approvals.errors import EditedArgumentsInvalid
 from approvals.identity import call_identity
 from approvals.redaction import (
     MARKER,
-    as_shown,
     check_edit,
     edit_errors,
     keep_redacted_fields,
@@ -150,13 +149,6 @@ def test_restore_puts_the_original_values_back_whatever_the_edit_holds_there() -
         "payment": {"cvv": "737"},
     }
     assert MARKER not in repr(runs)
-
-
-def test_as_shown_is_what_the_approver_saw_of_the_arguments_that_run() -> None:
-    shown = shown_for(ARGS, ["card_number"])
-    edited = {**shown["args"], "amount": 20.0}
-    runs = restore(edited, ARGS, redacted_paths(shown))
-    assert as_shown(runs, shown) == edited
 
 
 def test_schema_errors_at_a_redacted_argument_are_not_the_approvers_to_fix() -> None:
