@@ -25,8 +25,11 @@ from web.settings import Settings
 
 
 def as_role(url: str, role: str) -> str:
+    """The same server and database, connected as ``role`` (host and port, or the embedded
+    server's socket query, kept as they are)."""
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port or 5432}"))
+    where = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{role}@{where}"))
 
 
 async def owner_says(url: str, statement: str) -> None:
