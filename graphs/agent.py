@@ -1,6 +1,9 @@
 """The governed agent loop: every point of a run passes the AGENT-HOOKS-0.1 emitter.
 
-``start`` emits ``agent_startup`` and ``input`` for a new message; ``agent`` emits
+The runner emits ``agent_startup`` and ``input`` for a new message before the graph runs, so
+that the graph's checkpoints only ever hold what ``input`` admitted (``graphs.admission``);
+``start`` emits them for a message nobody governed yet (a graph invoked directly) and for an
+input that waits for a human (only a graph can pause). ``agent`` emits
 ``pre_model_call`` (a transform changes the messages the model receives), calls the model, emits
 ``post_model_call`` (a transform changes the response the run goes on with; a denied response is
 never written to the state) and, for a final answer, ``output`` (the answer enters the state, and
@@ -39,6 +42,13 @@ from langgraph.types import Send
 
 from approvals.identity import call_identity
 from approvals.ports import NewRequest
+from graphs.admission import (
+    InputGate,
+    blocked_reason,
+    emit_input,
+    emit_startup,
+    register_gate,
+)
 from graphs.deps import GraphDeps
 from graphs.governance import ApprovalSlot, Governance, Session, session_of
 from graphs.interceptors import EscalateSensitiveTools
@@ -56,8 +66,12 @@ class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     run_id: str
     started_by: str
-    #: Set by whoever adds a user message: ``start`` governs it (agent_startup, input).
+    #: Set by whoever adds a user message that nobody governed yet: ``start`` governs it
+    #: (agent_startup, input). The runner governs a new message before the graph runs
+    #: (``graphs.admission``) and sets it only for an input that waits for a human.
     new_input: NotRequired[bool]
+    #: ``agent_startup`` was already emitted for the new message (by the runner).
+    startup_emitted: NotRequired[bool]
     #: Why the run stopped, when a policy denied its input, a model call or its answer.
     blocked: NotRequired[dict[str, Any] | None]
 
@@ -110,15 +124,6 @@ def from_wire(wire: Any) -> list[BaseMessage]:
         else:
             raise ValueError(f"a transformed message has an unknown role {role!r}")
     return out
-
-
-def _blocked(blocked: InterceptionBlocked) -> dict[str, Any]:
-    verdict = blocked.result.verdict
-    return {
-        "point": blocked.result.interception_point.value,
-        "reason": verdict.reason,
-        "message": verdict.message,
-    }
 
 
 def _tool_counts(messages: Sequence[BaseMessage]) -> dict[str, int]:
@@ -240,30 +245,25 @@ def build_agent(
         if not state.get("new_input"):
             return {}
         s = session(state, config)
+        done = {"new_input": False, "startup_emitted": False}
         turn = sum(1 for m in state["messages"] if isinstance(m, HumanMessage))
-        try:
-            await s.emit(s.context("agent_startup", tools_registered=tool_names))
-        except InterceptionBlocked as blocked:
-            return {"new_input": False, "blocked": _blocked(blocked)}
+        if not state.get("startup_emitted"):
+            blocked = await emit_startup(s, tool_names)
+            if blocked is not None:
+                return {**done, "blocked": blocked}
         human = next((m for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), None)
         if human is None:
-            return {"new_input": False}
+            return done
         here = slot(state, config, "input", turn, {"content": human.content})
-        ctx = s.context("input", content=human.content, role="user")
-        try:
-            await s.emit(ctx, here)
-        except InterceptionBlocked as blocked:
+        content, blocked = await emit_input(s, human.content, here)
+        if blocked is not None:
             # The denied input leaves the conversation.
             remove = [RemoveMessage(id=human.id)] if human.id else []
-            return {"new_input": False, "blocked": _blocked(blocked), "messages": remove}
-        content = ctx["input"]["content"]
+            return {**done, "blocked": blocked, "messages": remove}
         if content != human.content:
             # A transform rewrote the input: the run goes on with the rewritten message.
-            return {
-                "new_input": False,
-                "messages": [HumanMessage(content=content, id=human.id)],
-            }
-        return {"new_input": False}
+            return {**done, "messages": [HumanMessage(content=content, id=human.id)]}
+        return done
 
     async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         s = session(state, config)
@@ -275,7 +275,7 @@ def build_agent(
         try:
             await s.emit(ctx, here)
         except InterceptionBlocked as blocked:
-            return {"blocked": _blocked(blocked)}
+            return {"blocked": blocked_reason(blocked)}
         # A transform changes what the model receives.
         sent = history if ctx["messages"] == wire else from_wire(ctx["messages"])
         if isinstance(model, Runnable):
@@ -302,7 +302,7 @@ def build_agent(
             await s.emit(ctx, here)
         except InterceptionBlocked as blocked:
             # The denied response is dropped: it never enters the conversation.
-            return {"blocked": _blocked(blocked)}
+            return {"blocked": blocked_reason(blocked)}
         answered = ctx["response"]
         if answered["content"] != reply.content or answered["tool_calls"] != calls:
             reply = AIMessage(
@@ -319,7 +319,7 @@ def build_agent(
         try:
             await s.emit(ctx, here)
         except InterceptionBlocked as blocked:
-            return {"blocked": _blocked(blocked)}
+            return {"blocked": blocked_reason(blocked)}
         final = ctx["output"]["content"]
         return {"messages": [AIMessage(content=final if final is not None else "", id=reply.id)]}
 
@@ -380,7 +380,9 @@ def build_agent(
     builder.add_conditional_edges("start", after_start, ["agent", END])
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=deps.checkpointer, name=name)
+    compiled = builder.compile(checkpointer=deps.checkpointer, name=name)
+    register_gate(compiled, InputGate(graph=name, governance=gov, tools=tuple(tool_names)))
+    return compiled
 
 
 async def close_cancelled(
@@ -424,7 +426,8 @@ async def close_cancelled(
         )
     elif waiting == {"start"}:
         blocked = {"point": "input", "reason": "cancelled", "message": notice}
-        await graph.aupdate_state(config, {"new_input": False, "blocked": blocked}, as_node="start")
+        ended = {"new_input": False, "startup_emitted": False, "blocked": blocked}
+        await graph.aupdate_state(config, ended, as_node="start")
     else:
         return False
     return not (await graph.aget_state(config)).next

@@ -1,6 +1,8 @@
 """Starting and resuming runs: one step of a thread at a time, under the thread's lock.
 
-After every invocation the runner settles the run from what the graph returned: the interrupts
+A new message is governed (``agent_startup``, ``input``) before the graph is invoked, so that
+no checkpoint holds a message ``input`` denied or masked (``graphs.admission``). After every
+invocation the runner settles the run from what the graph returned: the interrupts
 it stopped on (each names its approval request, whose interrupt id is recorded) or its final
 answer. Before resuming, it checks in the checkpoint that the decided call still waits.
 """
@@ -23,6 +25,7 @@ from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.json_values import check_inputs
 from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs, Settlement
+from graphs.admission import Admission, input_gate
 from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
@@ -111,13 +114,26 @@ class Runner:
         run_id = str(uuid.uuid4())
         given_thread = thread_id is not None
         thread_id = thread_id or run_id
-        payload = {
-            "messages": [HumanMessage(content=message)],
-            "run_id": run_id,
-            "started_by": principal,
-            "new_input": True,
-            "blocked": None,
-        }
+        holder = SessionHolder()
+        gate = input_gate(graph)
+        if gate is None:
+            admission = Admission(
+                state={
+                    "messages": [HumanMessage(content=message)],
+                    "run_id": run_id,
+                    "started_by": principal,
+                    "new_input": True,
+                    "blocked": None,
+                },
+                message=message,
+            )
+        else:
+            # agent_startup and input, before anything is written: LangGraph checkpoints a
+            # graph's input before its first node runs, so a denied message must never reach
+            # the graph (nor the run's row), and a masked one only masked.
+            admission = await gate.admit(
+                holder, run_id=run_id, principal=principal, message=message
+            )
 
         async def refuse_if_waiting() -> None:
             config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
@@ -134,12 +150,18 @@ class Runner:
             # New input would start past the calls still waiting for a human.
             raise ThreadBusy(thread_id)
 
+        # The run's row keeps the input as admitted: nothing of a denied one.
+        kept = {"message": admission.message} if admission.message is not None else {}
         new = NewRun(
-            run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=input
+            run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=kept
         )
         # A thread the runner just made up cannot be waiting: no need to look.
         async with self._runs.begin(new, check=refuse_if_waiting if given_thread else None) as run:
-            outcome = await self._invoke(graph, payload, run_id, thread_id, first_sequence=0)
+            if admission.state is None:
+                blocked = _blocked_outcome(admission.blocked or {}, run_id, thread_id)
+                outcome = await self._ended(holder, blocked)
+            else:
+                outcome = await self._invoke(graph, admission.state, run_id, thread_id, holder)
             run.settle(outcome.settlement)
         return outcome
 
@@ -162,9 +184,8 @@ class Runner:
             settled = _outcome_of(payload.values, job.run_id, job.thread_id)
             await claimed.complete(JobStatus.SKIPPED, None, settled.settlement)
             return None
-        outcome = await self._invoke(
-            graph, payload, job.run_id, job.thread_id, first_sequence=check.next_sequence
-        )
+        holder = SessionHolder(first_sequence=check.next_sequence)
+        outcome = await self._invoke(graph, payload, job.run_id, job.thread_id, holder)
         await claimed.complete(
             JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
             outcome.error,
@@ -208,12 +229,14 @@ class Runner:
         payload: Any,
         run_id: str,
         thread_id: str,
-        *,
-        first_sequence: int,
+        holder: SessionHolder,
     ) -> RunOutcome:
-        holder = SessionHolder(first_sequence=first_sequence)
         config: RunnableConfig = {"configurable": {"thread_id": thread_id, **holder.config()}}
         outcome = await self._invoke_in(graph, payload, run_id, thread_id, config)
+        return await self._ended(holder, outcome)
+
+    async def _ended(self, holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
+        """The outcome with the session's records; ``agent_shutdown`` when the run ended."""
         session = holder.session
         if session is None:
             return outcome
@@ -273,6 +296,17 @@ def _request_of(intr: Any) -> str | None:
     return None
 
 
+def _blocked_outcome(blocked: dict[str, Any], run_id: str, thread_id: str) -> RunOutcome:
+    """A run a deny stopped, with an error naming the point and the reason."""
+    detail = blocked.get("message") or blocked.get("reason") or "denied"
+    return RunOutcome(
+        run_id=run_id,
+        thread_id=thread_id,
+        status=RunStatus.BLOCKED,
+        error=f"blocked at {blocked.get('point')}: {detail}"[:1000],
+    )
+
+
 def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
     """A run's outcome from what the invocation returned: the interrupts it stopped on (each
     naming its approval request) or the final answer."""
@@ -291,13 +325,7 @@ def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
         )
     blocked = values.get("blocked")
     if isinstance(blocked, dict):
-        detail = blocked.get("message") or blocked.get("reason") or "denied"
-        return RunOutcome(
-            run_id=run_id,
-            thread_id=thread_id,
-            status=RunStatus.BLOCKED,
-            error=f"blocked at {blocked.get('point')}: {detail}"[:1000],
-        )
+        return _blocked_outcome(blocked, run_id, thread_id)
     messages = values.get("messages") or []
     content = messages[-1].content if messages else None
     return RunOutcome(

@@ -178,10 +178,12 @@ async def test_a_denied_input_stops_the_run_and_leaves_the_conversation(
     out = await governed.runner.start("deny_input", {"message": "refund 1004"}, principal="a")
     assert out.status == "blocked"
     assert out.error == "blocked at input: order 1004 is under review"
+    # Governed before the graph ran: the thread has no checkpoint at all.
     state = await governed.registry.get("deny_input").aget_state(
         {"configurable": {"thread_id": out.thread_id}}
     )
-    assert state.values["messages"] == []
+    assert state.values.get("messages", []) == []
+    assert "1004" not in await history_text(governed, "deny_input", out.thread_id)
     assert await scalar(governed, "select status from runs where id = %s", out.run_id) == "blocked"
 
 
