@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from approvals.errors import RunEnded, RunNotFound
+from approvals.json_values import check_inputs
 from approvals.model import DecisionKind, ExecutionStatus, JobStatus, RequestStatus, RunStatus
 from storage.db import Database, json
 
@@ -225,7 +226,8 @@ class PgOperations:
 
         Its pending requests become ``cancelled`` (no decision can consume them), its queued
         resume jobs ``skipped``; the audit log records who cancelled it and why. Raises
-        ``RunNotFound`` or ``RunEnded``."""
+        ``RunNotFound``, ``RunEnded`` or ``InvalidValue`` (a reason PostgreSQL cannot store)."""
+        check_inputs(reason=reason, principal=principal)
         error = f"cancelled by {principal}" + (f": {reason}" if reason else "")
         async with self._db.transaction() as conn:
             found = await self._db.one("lock_run_thread", {"run_id": run_id}, conn)

@@ -294,3 +294,18 @@ async def test_the_cli_runs_start_refuses_them_with_exit_2_and_one_line(
     assert len(lines) == 1, result.stderr
     assert message in lines[0]
     assert await scalar(engine, "select count(*) from runs") == 0
+
+
+@pytest.mark.slow
+async def test_the_cli_runs_cancel_refuses_a_reason_that_is_not_text_and_the_run_still_waits(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="local:shop")
+    reason = os.fsdecode(b"stop \xfe")
+    result = await cli(cli_env, "runs", "cancel", run.run_id, "--reason", reason)
+    assert result.code == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "reason contains a lone surrogate (U+DCFE)" in lines[0]
+    found = await engine.runs.get(run.run_id)
+    assert found is not None and found.status == "waiting"
