@@ -157,6 +157,15 @@ def test_real_requests_and_runs_answer_within_their_schema(
         (schema["/api/v1/pending"]["GET"].Case(), 200),
         (pending.Case(path_parameters={"request_id": approver.request_id}), 200),
         (run.Case(path_parameters={"run_id": approver.run_id}), 200),
+        # A NUL that PostgreSQL cannot store: the documented 422, not a 500, and nothing decided
+        # (the reject below still wins).
+        (
+            decision.Case(
+                path_parameters={"request_id": approver.request_id},
+                body={"decision": "reject", "reason": "no\x00"},
+            ),
+            422,
+        ),
         (
             decision.Case(
                 path_parameters={"request_id": approver.request_id},
