@@ -52,6 +52,21 @@ class MemoryToolLedger:
         result: Any = None,
         error: str | None = None,
     ) -> ToolExecution:
+        """Close a ``started`` execution; any other row is returned unchanged (as the
+        PostgreSQL ledger does: a finished outcome is never overwritten)."""
+        row = self._rows[(run_id, call_id)]
+        if row.status is not ExecutionStatus.STARTED:
+            return row
+        return await self._close(run_id, call_id, status, result, error)
+
+    async def _close(
+        self,
+        run_id: str,
+        call_id: str,
+        status: ExecutionStatus,
+        result: Any,
+        error: str | None,
+    ) -> ToolExecution:
         row = dataclasses.replace(
             self._rows[(run_id, call_id)],
             status=status,
@@ -61,6 +76,22 @@ class MemoryToolLedger:
         )
         self._rows[(run_id, call_id)] = row
         return row
+
+    async def reconcile(
+        self,
+        *,
+        run_id: str,
+        call_id: str,
+        status: ExecutionStatus,
+        result: Any = None,
+        error: str | None = None,
+    ) -> ToolExecution:
+        """What an operator found about an ``outcome_unknown`` execution; any other row is
+        returned unchanged (as the PostgreSQL ledger does)."""
+        row = self._rows[(run_id, call_id)]
+        if row.status is not ExecutionStatus.OUTCOME_UNKNOWN:
+            return row
+        return await self._close(run_id, call_id, status, result, error)
 
 
 class MemorySideEffects:

@@ -2,7 +2,9 @@
 
 Every vector runs through the graph ``graphs.agent.build_agent`` compiles: the governed loop
 (``start`` / ``agent`` / one ``tools`` task per call) with one ``Session`` per run, handed to
-the nodes in a ``SessionHolder`` as ``graphs/runner.py`` does. The chat model replays the
+the nodes in a ``SessionHolder`` as ``graphs/runner.py`` does, which also emits the run's
+``agent_startup`` and ``input`` through it before the graph is invoked (``graphs.admission``,
+so that no checkpoint holds a denied input). The chat model replays the
 vector's ``model_script``; each scripted tool is a ``GovernedTool`` that goes through the tool
 step (validation, ``pre_tool_call``, the execution ledger, ``post_tool_call``).
 
@@ -44,11 +46,12 @@ from agent_hooks import (
 from agent_hooks.ctk import Capability, RunOutcome, RunRecord, Scenario, redact_paths
 from agent_hooks.declaration import HostRegistry, HostSurface
 from agent_hooks.emitter import IdentityProvider
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from graphs.admission import input_gate
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
 from graphs.governance import SLOT_RESOLVER, Governance, SessionHolder
@@ -232,13 +235,16 @@ class _HarnessRun:
 
     async def _until_settled(self) -> dict[str, Any]:
         content = self._scenario.input["content"]
-        payload: Any = {
-            "messages": [HumanMessage(content=content, id=str(uuid.uuid4()))],
-            "run_id": self._run_id,
-            "started_by": PRINCIPAL,
-            "new_input": True,
-            "blocked": None,
-        }
+        # As the runner does: agent_startup and input are emitted before the graph is invoked,
+        # and the graph gets what input admitted (graphs/admission.py).
+        gate = input_gate(self._graph)
+        assert gate is not None
+        admission = await gate.admit(
+            self._holder, run_id=self._run_id, principal=PRINCIPAL, message=content
+        )
+        if admission.state is None:
+            return {"blocked": admission.blocked}
+        payload: Any = admission.state
         for _ in range(MAX_ROUNDS):
             values = await self._graph.ainvoke(payload, self._config, durability="sync")
             paused = [
