@@ -308,4 +308,5 @@ async def test_the_cli_runs_cancel_refuses_a_reason_that_is_not_text_and_the_run
     assert len(lines) == 1, result.stderr
     assert "reason contains a lone surrogate (U+DCFE)" in lines[0]
     found = await engine.runs.get(run.run_id)
-    assert found is not None and found.status == "waiting"
+    assert found is not None
+    assert found.status == "waiting"
