@@ -1,4 +1,4 @@
-"""``/api/docs``: Swagger UI for the JSON API, served from the ``swagger-ui-bundle`` package.
+"""``/api/docs``: Swagger UI for the JSON API, served from the ``swagger-ui-py`` package.
 
 FastAPI's own docs page loads Swagger UI from a CDN and starts it with an inline script; the
 app's Content-Security-Policy (``script-src 'self'``, no ``unsafe-inline``) blocks both, and
@@ -29,12 +29,12 @@ ASSETS: Final = {
 
 @cache
 def assets_dir() -> Path:
-    """The Swagger UI distribution inside the installed ``swagger-ui-bundle`` package."""
-    vendor = Path(str(resources.files("swagger_ui_bundle"))) / "vendor"
-    found = sorted(vendor.glob("swagger-ui-*/swagger-ui-bundle.js"))
-    if not found:
-        raise RuntimeError(f"no Swagger UI distribution in {vendor}")
-    return found[-1].parent
+    """Swagger UI's distribution inside the installed ``swagger-ui-py`` package (Swagger UI 5,
+    which reads OpenAPI 3.1, the version FastAPI writes)."""
+    static = Path(str(resources.files("swagger_ui"))) / "static"
+    if not (static / "swagger-ui-bundle.js").is_file():
+        raise RuntimeError(f"no Swagger UI distribution in {static}")
+    return static
 
 
 _templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))

@@ -571,11 +571,12 @@ async def _changes(request: Request, session: Session) -> AsyncIterator[str]:
     mere arrival of another group's request tells nothing."""
     changes: PgRequestChanges = request.app.state.request_changes
     rules, sessions = _rules(request), _sessions(request)
-    yield "retry: 3000\n\n"
     since, _ = await changes.since(None)
     # (request id, status) already accounted for, with when it was seen; a change is told once.
     _, recent = await changes.since(since - EVENTS_OVERLAP)
     seen = {(r.id, r.status.value): since for r in recent}
+    # Sent once the starting point is taken: anything after this line is news.
+    yield "retry: 3000\n\n"
     while not await request.is_disconnected():
         await asyncio.sleep(EVENTS_POLL_SECONDS)
         current = await sessions.read(request)
@@ -588,8 +589,10 @@ async def _changes(request: Request, session: Session) -> AsyncIterator[str]:
             seen[(r.id, r.status.value)] = now
         seen = {key: at for key, at in seen.items() if now - at <= 2 * EVENTS_OVERLAP}
         since = now
-        if any(rules.may_see(current.principal, r) for r in news):
-            yield "event: changed\ndata: {}\n\n"
+        visible = sorted(r.id for r in news if rules.may_see(current.principal, r))
+        if visible:
+            # Only ids the principal may see (it could open each of them anyway).
+            yield f"event: changed\ndata: {json.dumps({'requests': visible})}\n\n"
 
 
 def _safe_next(value: str) -> str:

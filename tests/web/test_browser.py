@@ -201,3 +201,20 @@ async def test_the_inbox_shows_a_new_request_by_itself(
     await expect(page.locator("h1 .count")).to_have_text("2")
     await screenshot(page, "inbox")
     await watched.assert_quiet()
+
+
+async def test_the_api_docs_render_their_operations_under_the_csp(
+    server: Server, watched: Watched
+) -> None:
+    page = watched.page
+    response = await page.goto(server.url + "/api/docs")
+    assert response is not None
+    csp = response.headers["content-security-policy"]
+    assert "unsafe-inline" not in csp
+    assert "script-src 'self'" in csp
+    # Swagger UI, from the installed package, lists the API's operations.
+    operations = page.locator(".opblock")
+    await expect(operations.first).to_be_visible()
+    assert await operations.count() >= 5
+    await expect(page.locator(".opblock-summary-path").first).to_contain_text("/api/v1/")
+    await watched.assert_quiet()

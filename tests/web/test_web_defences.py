@@ -1,0 +1,179 @@
+"""The web app's defences against a hostile site, client or co-worker, over real HTTP: login
+CSRF, a spoofed Host, spoofed X-Forwarded-For, what /events tells whom, and caching."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+
+from tests.integration.helpers import scalar
+from tests.web.conftest import PASSWORD, Server, SignIn, add_user, csrf_of, login_csrf_of
+from tests.web.test_pages import refund_request
+from web.engine import Engine
+from web.security import LOGIN_COOKIE, SESSION_COOKIE, LoginThrottle
+from web.serving import server_config
+from web.settings import Settings
+
+
+async def test_a_sign_in_posted_from_another_site_is_refused(
+    server: Server, engine: Engine
+) -> None:
+    await add_user(engine, "mallory", "support")
+    form = {"username": "mallory", "password": PASSWORD, "next": "/"}
+    # A cross-site form: the attacker's page cannot read our token or set our cookie.
+    with httpx.Client(base_url=server.url, headers={"origin": "https://evil.example"}) as victim:
+        no_token = victim.post("/login", data=form)
+        # Even with a token and cookie the attacker fetched for itself, the origin is foreign.
+        token = login_csrf_of(victim.get("/login").text)
+        foreign = victim.post("/login", data={**form, "csrf": token})
+    # Our own origin, but a token minted for another browser (its cookie is not ours).
+    with httpx.Client(base_url=server.url, headers={"origin": server.url}) as attacker:
+        stolen = login_csrf_of(attacker.get("/login").text)
+    with httpx.Client(base_url=server.url, headers={"origin": server.url}) as victim:
+        victim.get("/login")
+        other_browser = victim.post("/login", data={**form, "csrf": stolen})
+        assert SESSION_COOKIE not in victim.cookies
+    for response in (no_token, foreign, other_browser):
+        assert response.status_code == 403, response.text
+        assert "did not come from this site" in response.text
+        assert not any(SESSION_COOKIE in v for v in response.headers.get_list("set-cookie"))
+    assert await scalar(engine, "select count(*) from web_sessions") == 0
+
+
+async def test_the_sign_in_cookie_is_scoped_and_the_form_works_in_two_tabs(
+    server: Server, engine: Engine
+) -> None:
+    await add_user(engine, "ann", "support")
+    with httpx.Client(base_url=server.url, headers={"origin": server.url}) as c:
+        first = c.get("/login")
+        cookie = next(v for v in first.headers.get_list("set-cookie") if LOGIN_COOKIE in v)
+        second_tab = c.get("/login")  # the same nonce: the first tab's form still works
+        assert login_csrf_of(second_tab.text)
+        signed = c.post(
+            "/login",
+            data={"username": "ann", "password": PASSWORD, "csrf": login_csrf_of(first.text)},
+        )
+    assert "HttpOnly" in cookie
+    assert "Path=/login" in cookie
+    assert signed.status_code == 303, signed.text
+
+
+async def test_a_spoofed_host_header_does_not_make_a_foreign_origin_ours(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    _, request_id = await refund_request(engine)
+    c = sign_in("ann")
+    csrf = csrf_of(c.get(f"/requests/{request_id}").text)
+    spoofed = c.post(
+        f"/requests/{request_id}/approve",
+        data={"csrf": csrf},
+        headers={"host": "evil.example", "origin": "http://evil.example"},
+    )
+    assert spoofed.status_code == 403
+    assert server.url in spoofed.text  # the message names the address to use instead
+    assert await scalar(engine, "select count(*) from decisions") == 0
+    with httpx.Client(base_url=server.url, headers={"host": "evil.example"}) as other:
+        page = other.get("/login")
+        token = login_csrf_of(page.text)
+        refused = other.post(
+            "/login",
+            data={"username": "ann", "password": PASSWORD, "csrf": token},
+            headers={"origin": "http://evil.example"},
+        )
+    assert refused.status_code == 403
+
+
+async def test_rotating_x_forwarded_for_does_not_escape_the_sign_in_throttle(
+    server: Server, engine: Engine
+) -> None:
+    await add_user(engine, "ann", "support")
+    attempts = server.settings.login_attempts
+    with httpx.Client(base_url=server.url, headers={"origin": server.url}) as c:
+        codes = []
+        for i in range(attempts + 1):
+            # Each attempt claims another client address: believed, each would be a first try.
+            token = login_csrf_of(c.get("/login").text)
+            codes.append(
+                c.post(
+                    "/login",
+                    data={"username": "ann", "password": "wrong", "csrf": token},
+                    headers={"x-forwarded-for": f"203.0.113.{i}"},
+                ).status_code
+            )
+    assert codes == [401] * attempts + [429]
+
+
+def test_forwarded_headers_are_believed_only_from_configured_proxies(
+    web_settings: Settings,
+) -> None:
+    default = server_config(object(), web_settings)  # type: ignore[arg-type]
+    assert default.proxy_headers is False
+    behind = web_settings.model_copy(update={"trusted_proxies": ["10.0.0.0/8"]})
+    config = server_config(object(), behind)  # type: ignore[arg-type]
+    assert config.proxy_headers is True
+    assert config.forwarded_allow_ips == ["10.0.0.0/8"]
+
+
+def test_the_throttle_counts_per_account_across_addresses_without_locking_out_an_address() -> None:
+    throttle = LoginThrottle(attempts=3, window=300, account_attempts=6)
+    # One person mistyping on a shared address: paused there, for that account only.
+    for _ in range(3):
+        throttle.failed("ann", "198.51.100.7")
+    assert throttle.blocked("ann", "198.51.100.7") > 0
+    assert throttle.blocked("bob", "198.51.100.7") == 0  # her colleagues behind the same NAT
+    assert throttle.blocked("ann", "192.0.2.1") == 0  # and ann herself, elsewhere
+    # Guessing from many addresses: the account-wide limit stops it.
+    for i in range(3):
+        throttle.failed("ann", f"203.0.113.{i}")
+    assert throttle.blocked("ann", "203.0.113.200") > 0
+    assert throttle.blocked("bob", "203.0.113.200") == 0
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
+    """(event, data) pairs of a server-sent event stream's lines, as they arrive."""
+    event, data = "message", ""
+    for line in lines:
+        if line.startswith("event:"):
+            event = line.removeprefix("event:").strip()
+        elif line.startswith("data:"):
+            data = line.removeprefix("data:").strip()
+        elif line == "" and data:
+            yield event, data
+            event, data = "message", ""
+
+
+async def test_events_tell_a_principal_only_of_requests_it_may_see(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "fin", "finance")
+    fin = sign_in("fin")
+    timeout = httpx.Timeout(30, read=60)
+    with fin.stream("GET", "/events", timeout=timeout) as stream:
+        assert stream.status_code == 200
+        lines = stream.iter_lines()
+        assert next(lines).startswith("retry:")  # the stream has taken its starting point
+        _, support_only = await refund_request(engine)  # 25.00: support's, not finance's
+        big = await engine.runner.start("refund", {"message": "refund 1002"}, principal="local:x")
+        event, data = next(sse_events(lines))
+    assert event == "changed"
+    told = json.loads(data)["requests"]
+    assert support_only not in told  # the first news fin gets is of its own request only
+    assert told == [big.pending[0]]
+
+
+async def test_pages_and_api_answers_are_not_cached_but_assets_may_be(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    _, request_id = await refund_request(engine)
+    c = sign_in("ann")
+    for path in (f"/requests/{request_id}", "/", "/history", "/login", "/no-such-page"):
+        assert c.get(path).headers.get("cache-control") == "no-store", path
+    api = httpx.get(f"{server.url}/api/v1/pending")
+    assert api.headers.get("cache-control") == "no-store"
+    assert "no-store" not in httpx.get(f"{server.url}/static/app.css").headers.get(
+        "cache-control", ""
+    )
