@@ -53,7 +53,7 @@ class ApproverRules:
             raise NotAllowed(request.id, "you started this run (separation of duties)")
         if request.proposed_by is not None and request.proposed_by in (
             principal.id,
-            getattr(principal, "person", None),
+            principal.person,
         ):
             # The edit needed other or more approvers: it never runs on the editor's word.
             raise NotAllowed(request.id, "you edited these arguments; another approver decides")

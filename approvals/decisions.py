@@ -24,6 +24,7 @@ from approvals.identity import call_identity
 from approvals.json_values import check_inputs
 from approvals.model import ApprovalRequest, Decision, DecisionKind, Verdict, Vote
 from approvals.ports import ApprovalRequests, Decisions
+from approvals.redaction import check_edit, visible_errors
 
 MAX_REASON_LENGTH = 2000
 
@@ -119,7 +120,10 @@ async def decide(
             raise InvalidDecision(
                 canonical, "this request cannot be edited, only approved or rejected"
             )
-        errors = _schema_errors(request.args_schema, args)
+        # A redacted argument cannot be edited; its marker's schema errors are not the
+        # approver's to fix (the original value is restored and validated before it runs).
+        check_edit(canonical, args, request.shown)
+        errors = visible_errors(_schema_errors(request.args_schema, args), request.shown)
         if errors:
             raise EditedArgumentsInvalid(canonical, errors)
         if args != request.shown.get("args"):

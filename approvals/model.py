@@ -142,7 +142,7 @@ class ApprovalRequest:
     #: name, the owner's ``local:NAME`` for a token, ``None`` for a service token): whose
     #: principals may not decide it. Set by the database when the request is recorded.
     requested_by_person: str | None = None
-    #: The approver who edited the arguments into this request (who may not decide it).
+    #: The person who edited the arguments into this request (who may not decide it).
     proposed_by: str | None = None
     #: jcs-sha256 of what the approver is shown, taken when the request was recorded.
     shown_digest: str | None = None

@@ -28,6 +28,7 @@ from approvals.model import ApprovalRequest as StoredRequest
 from approvals.model import Decision as StoredDecision
 from approvals.model import DecisionKind, EscalationStep, OnExpiry, RequestStatus
 from approvals.ports import ApprovalRequests, NewRequest
+from approvals.redaction import redact_shown, redacted_paths, restore
 
 
 def pause(request: StoredRequest) -> NoReturn:
@@ -91,6 +92,10 @@ class StoredDecisionResolver:
         new = _escalated(self._new, reason, request.verdict.approval or {})
         if request.interception_point is InterceptionPoint.PRE_TOOL_CALL:
             new = _as_presented(new, request.context.get("target"))
+        # Redacted last, from the arguments as presented: the identity keeps binding them whole.
+        full_args = new.shown.get("args") or {}
+        redact = (request.verdict.approval or {}).get("redact")
+        new = dataclasses.replace(new, shown=redact_shown(new.shown, redact))
         self.request, self.decision = await self._requests.open(new)
         status = self.request.status
         if status is RequestStatus.EXPIRED:
@@ -117,7 +122,11 @@ class StoredDecisionResolver:
                 verdict=Verdict(
                     decision=Decision.TRANSFORM,
                     reason=EDITED_BY_APPROVER,
-                    transform=Transform(path="$target", value=decision.args),
+                    # A redacted argument runs with its original value, never the marker.
+                    transform=Transform(
+                        path="$target",
+                        value=restore(decision.args, full_args, redacted_paths(self.request.shown)),
+                    ),
                 ),
             )
         return ApprovalResolution(

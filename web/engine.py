@@ -23,8 +23,9 @@ from approvals.errors import (
     RequestNotFound,
     ShownCopyChanged,
 )
-from approvals.identity import idempotency_key
+from approvals.identity import call_identity, idempotency_key
 from approvals.model import ApprovalRequest, Decision, Verdict, Vote
+from approvals.redaction import redacted_paths, restore
 from storage.accounts import PgAccounts
 from storage.audit import PgAuditLog
 from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
@@ -152,8 +153,19 @@ class Engine:
             raise EditRefused(
                 request.id, None, f"{request.tool} has no policy to check an edit against here"
             )
+        withheld = redacted_paths(request.shown)
+        checked = args
+        if withheld:
+            # The approver edited around values it was not shown: the policy judges the call as
+            # it would run, with those values put back (read from the run's own state).
+            original = await self._call_args(run.graph, request)
+            if original is None:
+                raise EditRefused(
+                    request.id, None, "the call's withheld arguments cannot be read to check it"
+                )
+            checked = restore(args, original, withheld)
         try:
-            parsed = tool.validate(args).model_dump(mode="json")
+            parsed = tool.validate(checked).model_dump(mode="json")
         except ValidationError as exc:
             errors = [
                 {"path": "/".join(str(p) for p in e["loc"]), "message": e["msg"]}
@@ -180,7 +192,33 @@ class Engine:
         )
         if check.outcome in (EditOutcome.DENIED, EditOutcome.REWRITTEN):
             raise EditRefused(request.id, check.rule, check.message or check.outcome.value)
-        return parsed
+        # A redacted request's decision keeps the markers: the withheld values are put back
+        # only when the call runs, and never stored with the decision.
+        return args if withheld else parsed
+
+    async def _call_args(self, graph: str, request: ApprovalRequest) -> dict[str, Any] | None:
+        """The arguments of ``request``'s call as its run holds them, when they are the ones
+        the request's identity binds (``None`` otherwise, or when they cannot be found)."""
+        registry = self._graphs.registry
+        tool = {t.name: t for t in registry.tools(graph)}.get(request.tool)
+        snapshot = await registry.get(graph).aget_state(
+            {"configurable": {"thread_id": request.thread_id}}
+        )
+        for message in reversed(snapshot.values.get("messages") or []):
+            for call in getattr(message, "tool_calls", None) or []:
+                if call.get("id") != request.call_id or tool is None:
+                    continue
+                try:
+                    args: dict[str, Any] = tool.validate(call.get("args") or {}).model_dump(
+                        mode="json"
+                    )
+                except ValidationError:
+                    return None
+                bound = call_identity(
+                    run_id=request.run_id, call_id=request.call_id, tool=tool.name, args=args
+                )
+                return args if bound == request.identity else None
+        return None
 
     async def shown_request(self, request_id: str, *, viewer: str) -> ApprovalRequest | None:
         """The request, as it may be shown to ``viewer``; ``ShownCopyChanged`` (recorded in

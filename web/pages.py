@@ -38,6 +38,7 @@ from approvals.errors import (
 from approvals.json_values import check_json, parse_json, text_problem
 from approvals.model import ApprovalRequest, RequestStatus
 from approvals.principals import Principal
+from approvals.redaction import keep_redacted_fields
 from storage.changes import PgRequestChanges
 from web.engine import Engine
 from web.errors import status_of
@@ -480,6 +481,8 @@ def router() -> APIRouter:
                 found.id, "this request cannot be edited, only approved or rejected"
             )
         args, errors = parse_edit(found.args_schema, form)
+        # A redacted argument has no input in the form: it keeps the marker it was shown with.
+        args, errors = keep_redacted_fields(args, errors, found.shown)
         proposed = found.shown.get("args") or {}
         defaulted = frozenset(n for n in args if form.get(f"arg.{n}") == "")
         escaped_as_typed = frozenset(

@@ -60,7 +60,9 @@ WITH superseded AS (
     SELECT %(id)s, %(run_id)s, %(thread_id)s, %(call_id)s, %(tool)s, %(shown)s,
            %(args_schema)s, %(identity)s, %(reason)s, %(state_version)s, %(requested_by)s,
            %(expires_at)s, %(approvers)s, %(allow_edit)s, %(quorum)s, %(on_expiry)s,
-           %(escalation_chain)s, %(proposed_by)s, %(shown_digest)s
+           %(escalation_chain)s,
+           -- The editor as a person: their token and their web account are one editor.
+           COALESCE(approvals_person_of(%(proposed_by)s), %(proposed_by)s), %(shown_digest)s
      WHERE NOT EXISTS (
            SELECT 1 FROM approval_requests
             WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)

@@ -30,6 +30,13 @@ POLICY = """\
 policy: cards
 default: allow
 rules:
+  - id: no-big-charges-on-test-cards
+    point: pre_tool_call
+    tool: charge_card
+    when: args.amount > 500.0 && args.card_number.startsWith("4111")
+    priority: 10
+    action: deny
+    reason: test cards are never charged more than 500.00
   - id: charges-need-finance
     point: pre_tool_call
     tool: charge_card

@@ -21,7 +21,7 @@ from graphs.agent import AgentGraph
 from graphs.deps import GraphDeps
 from graphs.examples import refund
 from graphs.governance import Governance
-from tests.integration.helpers import scalar, side_effects, start_refund
+from tests.integration.helpers import person_token, scalar, side_effects, start_refund
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -59,8 +59,10 @@ async def test_an_edit_needing_other_approvers_is_their_request_never_the_editor
     assert shown.approvers == ("support",)
     edited = {"order_id": "1004", "amount": 980.5, "reason": "customer request"}
 
+    # Sue edits through her API token; her web account is the same person.
+    await person_token(engine, "sue", "support", "finance")
     sue = Principal.local("sue", frozenset({"support", "finance"}))
-    decision = await engine.decide(run.pending[0], "approve", principal=sue.id, args=edited)
+    decision = await engine.decide(run.pending[0], "approve", principal="token:sue", args=edited)
     assert decision.kind == "edit"
     assert await engine.worker.drain() == 1
 

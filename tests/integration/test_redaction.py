@@ -1,13 +1,7 @@
 """Redaction end to end: a policy's ``redact`` keeps a card number and its security code out of
 what approvers, notifications and the audit export show, while the content identity binds the
 full arguments, a redacted argument cannot be edited, and an approved edit runs with the
-original values.
-
-The tests marked ``NEEDS_HOOKS`` exercise the wiring of ``approvals.redaction`` into the
-resolver (the request's shown copy; an edit's restored values), ``approvals.decisions.decide``
-(edits of redacted arguments refused) and the engine's decision-time edit check; they are
-expected to fail until that wiring lands (strict: they fail loudly once it does, so the mark
-is removed then)."""
+original values."""
 
 from __future__ import annotations
 
@@ -20,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from approvals.errors import EditedArgumentsInvalid
+from approvals.errors import EditedArgumentsInvalid, EditRefused
 from approvals.identity import call_identity
 from approvals.model import RequestStatus
 from approvals.redaction import MARKER
@@ -34,11 +28,6 @@ from web.engine import Engine, open_engine
 from web.notify import Notifier
 from web.settings import Settings, WebhookTarget
 
-NEEDS_HOOKS = pytest.mark.xfail(
-    strict=True,
-    reason="needs approvals.redaction wired into graphs/resolver.py, approvals/decisions.py, "
-    "web/engine.py recheck_edit (see the redaction report); remove this mark once it is",
-)
 SHOWN_ARGS = {
     "card_number": MARKER,
     "amount": 42.0,
@@ -69,7 +58,6 @@ def leaks(text: str) -> bool:
     return CARD in text or re.search(rf"(?<![0-9A-Za-z]){CVV}(?![0-9A-Za-z])", text) is not None
 
 
-@NEEDS_HOOKS
 async def test_the_approver_sees_markers_while_the_identity_binds_the_full_arguments(
     cards: Engine,
 ) -> None:
@@ -96,7 +84,6 @@ async def test_a_plain_approval_runs_the_full_arguments(cards: Engine) -> None:
     assert [e["args"] for e in effects] == [ARGS]
 
 
-@NEEDS_HOOKS
 async def test_an_edit_that_changes_a_redacted_argument_is_refused_and_the_request_stays_pending(
     cards: Engine,
 ) -> None:
@@ -117,7 +104,25 @@ async def test_an_edit_that_changes_a_redacted_argument_is_refused_and_the_reque
     assert await scalar(cards, "select count(*) from decisions") == 0
 
 
-@NEEDS_HOOKS
+async def test_an_edit_the_policy_denies_because_of_a_withheld_value_is_refused_at_once(
+    cards: Engine,
+) -> None:
+    # The deny depends on the card number the approver cannot see: the engine judges the edit
+    # with the withheld values put back, before anything is consumed.
+    out = await start(cards)
+    request = await cards.requests.get(out.pending[0])
+    assert request is not None
+    edited = {**request.shown["args"], "amount": 600.0}
+
+    with pytest.raises(EditRefused) as refused:
+        await cards.decide(out.pending[0], "approve", principal="fay", args=edited)
+
+    assert refused.value.rule == "no-big-charges-on-test-cards"
+    assert not leaks(str(refused.value))
+    assert await scalar(cards, "select count(*) from decisions") == 0
+    assert await side_effects(cards, out.run_id, CALL_ID) == []
+
+
 async def test_an_approved_edit_runs_with_the_original_redacted_values(cards: Engine) -> None:
     out = await start(cards)
     request = await cards.requests.get(out.pending[0])

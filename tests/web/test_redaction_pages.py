@@ -1,10 +1,6 @@
 """Redacted arguments in the pages, over real HTTP: the detail page and the edit form show that a
 value was withheld but never the value, the form offers no input for it, and an approved edit
-runs with the original value.
-
-The edit-form test needs the redaction wiring (graphs/resolver.py, approvals/decisions.py,
-web/engine.py, and web/pages.py's edit handler: see the redaction report) and is marked
-``NEEDS_HOOKS`` (strict xfail) until it lands."""
+runs with the original value."""
 
 from __future__ import annotations
 
@@ -21,11 +17,6 @@ from web.engine import Engine
 from web.settings import Settings
 
 GRAPHS = {"cards": "tests.integration.redaction_graphs:build"}
-NEEDS_HOOKS = pytest.mark.xfail(
-    strict=True,
-    reason="needs approvals.redaction wired into graphs/resolver.py, approvals/decisions.py, "
-    "web/engine.py and web/pages.py (see the redaction report); remove this mark once it is",
-)
 
 
 @pytest.fixture
@@ -44,7 +35,6 @@ async def card_request(engine: Engine) -> tuple[str, str]:
     return out.run_id, out.pending[0]
 
 
-@NEEDS_HOOKS
 async def test_the_detail_page_marks_redacted_arguments_and_never_carries_their_values(
     server: Server, engine: Engine, sign_in: SignIn
 ) -> None:
@@ -63,7 +53,6 @@ async def test_the_detail_page_marks_redacted_arguments_and_never_carries_their_
     assert 'name="arg.amount"' in page.text
 
 
-@NEEDS_HOOKS
 async def test_the_edit_form_shows_a_redacted_argument_read_only_and_the_edit_runs_with_it(
     server: Server, engine: Engine, sign_in: SignIn
 ) -> None:
