@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-$(firstword $(shell cksum pyproject.toml))
 
 .DEFAULT_GOAL := test
-.PHONY: venv install test lint fmt demo bench soak
+.PHONY: venv install test lint fmt demo bench soak browser
 
 venv: $(BIN)/python
 
@@ -35,7 +35,24 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+# The browser tests drive Debian's chromium (Playwright cannot download its own browser here).
+# As root, a missing chromium is installed with apt; otherwise make stops before the tests with
+# the one command that installs it.
+CHROMIUM ?= /usr/bin/chromium
+
+browser:
+	@test -x $(CHROMIUM) || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "installing chromium (apt) for the browser tests"; \
+			DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; \
+		else \
+			echo "error: the browser tests need chromium: run 'sudo apt-get install -y chromium' and retry" >&2; \
+			exit 1; \
+		fi; }
+	@test -x $(CHROMIUM) || { echo "error: $(CHROMIUM) is still missing after apt-get install chromium" >&2; exit 1; }
+
+test: lint browser
 	$(BIN)/pytest
 
 fmt: install
