@@ -265,6 +265,9 @@ SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
 
 -- name: begin_execution
 -- Claim the single execution of (run, call); returns the row and whether this caller owns it.
+-- An existing row of other arguments is another call reusing the call id: the caller refuses
+-- it, and the refusal is audited here (the existing row is read from the statement's snapshot,
+-- which the insert that did nothing leaves as it was).
 WITH started AS (
     INSERT INTO tool_executions (run_id, call_id, tool, idempotency_key, args_identity, status)
     VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(key)s, %(args_identity)s, 'started')
@@ -275,6 +278,15 @@ WITH started AS (
     SELECT 'tool.started', s.run_id, s.call_id, s.tool,
            jsonb_build_object('args_identity', s.args_identity)
       FROM started s
+), reused AS (
+    INSERT INTO audit_events (kind, run_id, call_id, tool, data)
+    SELECT 'tool.refused', t.run_id, t.call_id, %(tool)s,
+           jsonb_build_object('reason', 'call_id_reused',
+                              'args_identity', %(args_identity)s::text,
+                              'executed_identity', t.args_identity)
+      FROM tool_executions t
+     WHERE t.run_id = %(run_id)s AND t.call_id = %(call_id)s
+       AND t.args_identity <> %(args_identity)s AND NOT EXISTS (SELECT 1 FROM started)
 )
 SELECT *, true AS owned FROM started
 UNION ALL

@@ -121,6 +121,12 @@ async def test_a_ledger_row_of_other_arguments_is_neither_replayed_nor_run(
     ]
     assert "rf_other" not in str(result.content)
     assert error_of(result)["code"] == "call_id_reused"
+    # The refusal is in the decision log beside the approval that did not run.
+    events = [e for e in await engine.audit.for_run(run.run_id) if e["kind"] == "tool.refused"]
+    assert [(e["call_id"], e["data"]["reason"]) for e in events] == [
+        ("refund-1001", "call_id_reused")
+    ]
+    assert events[0]["data"]["executed_identity"] == "jcs-sha256:other-arguments"
     # The first execution's record is untouched.
     executions = {e.call_id: e for e in await engine.ledger.for_run(run.run_id)}
     execution = executions["refund-1001"]
