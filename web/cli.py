@@ -426,6 +426,13 @@ def serve_command(
         sock = bind(host, port)
         if "public_url" not in settings.model_fields_set:
             settings = settings.model_copy(update={"public_url": url_of(sock)})
+            if host in ("0.0.0.0", "::", ""):  # noqa: S104 - checking for it, not binding
+                # Forms are accepted from the public URL's origin only, never the Host header's.
+                typer.echo(
+                    f"warning: APPROVALS_PUBLIC_URL is not set, so the pages accept forms only"
+                    f" from {settings.public_url}; set it to the address approvers open",
+                    err=True,
+                )
         stop = asyncio.Event()
         _stop_on_signals(stop)
         async with serving(settings, sock, database_url=url, with_worker=with_worker) as server:
