@@ -542,7 +542,7 @@ async def sign_in(request: Request, principal: Principal, next_url: str) -> Resp
     ``next_url``."""
     response = RedirectResponse(next_url, status_code=303)
     sessions = _sessions(request)
-    await sessions.start(response, principal)
+    await sessions.start(response, principal, replacing=request)
     sessions.clear_login_cookie(response)
     return response
 

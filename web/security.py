@@ -163,8 +163,16 @@ class Sessions:
             self._cache.popitem(last=False)
         return session
 
-    async def start(self, response: Response, principal: Principal) -> Session:
-        """A new session for ``principal`` (a new id, whatever cookie came in)."""
+    async def start(
+        self, response: Response, principal: Principal, *, replacing: Request | None = None
+    ) -> Session:
+        """A new session for ``principal`` (a new id, whatever cookie came in). ``replacing``:
+        the sign-in request, whose own session (if its cookie names one) ends, so that a copy of
+        the browser's previous cookie does not live on beside the new one."""
+        previous = self._session_id(replacing) if replacing is not None else None
+        if previous is not None:
+            self._cache.pop(previous, None)
+            await self.store.end(previous)
         session = Session(id=secrets.token_urlsafe(32), principal=principal)
         await self.store.start(session.id, principal, ttl_seconds=self.ttl_seconds)
         response.set_cookie(

@@ -11,7 +11,7 @@ from itsdangerous import URLSafeTimedSerializer
 
 from tests.integration.helpers import scalar
 from tests.integration.inprocess import invoke
-from tests.web.conftest import Server, SignIn, add_user, csrf_of
+from tests.web.conftest import Server, SignIn, add_user, csrf_of, login
 from tests.web.test_pages import refund_request
 from web.engine import Engine
 from web.security import SESSION_COOKIE
@@ -142,3 +142,15 @@ async def test_operators_list_and_end_a_principals_sessions(
         engine, "select data->>'principal' from audit_events where kind = 'sessions.ended'"
     )
     assert audited == "local:ann"
+
+
+async def test_signing_in_again_ends_the_browsers_previous_session(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    ann = sign_in("ann")
+    with saved(server, ann) as copy:
+        assert login(ann, "ann").status_code == 303  # the same browser signs in again
+        assert copy.get("/").status_code == 303  # the previous cookie names nothing now
+    assert ann.get("/").status_code == 200
+    assert await scalar(engine, "select count(*) from web_sessions") == 1
