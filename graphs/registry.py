@@ -1,18 +1,24 @@
-"""Graphs by name. Entries are ``name = "module:attr"``; ``attr`` builds a compiled graph from
-``GraphDeps``. The two examples are registered by default; configuration adds or overrides."""
+"""Graphs by name. Entries are ``name = "module:attr"``; ``attr`` is a compiled graph, a
+``StateGraph`` builder, or builds either from ``GraphDeps``. A graph must have an approval
+boundary (``build_agent``, or ``ApprovalMiddleware`` in a ``create_agent`` agent) unless it is
+marked ``ungoverned``. The two examples are registered by default; configuration adds or
+overrides."""
 
 from __future__ import annotations
 
 import importlib
+import sys
+import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
 from approvals.errors import GraphLoadError, GraphNotFound
 from graphs.deps import GraphDeps
 from graphs.governance import Governance
-from graphs.tools import GovernedTool
+from graphs.tools import GovernedTool, ToolCatalog
 
 DEFAULT_GRAPHS: dict[str, str] = {
     "refund": "graphs.examples.refund:build",
@@ -20,6 +26,7 @@ DEFAULT_GRAPHS: dict[str, str] = {
 }
 
 GraphFactory = Callable[[GraphDeps], Pregel[Any, Any, Any, Any]]
+G = TypeVar("G", bound=Pregel[Any, Any, Any, Any])
 
 
 class GraphRegistry:
@@ -27,6 +34,11 @@ class GraphRegistry:
         self._deps = deps
         self._entries = {**DEFAULT_GRAPHS, **(entries or {})}
         self._built: dict[str, Pregel[Any, Any, Any, Any]] = {}
+
+    @property
+    def deps(self) -> GraphDeps:
+        """What the registered graphs are built with (and host graphs find in their config)."""
+        return self._deps
 
     def names(self) -> list[str]:
         return sorted(self._entries)
@@ -60,17 +72,72 @@ class GraphRegistry:
             raise GraphLoadError(name, target, str(exc)) from exc
         catalog = self._deps.catalog
         catalog.last_registered = None
-        graph = factory(self._deps)
+        graph = self._compiled(name, target, factory)
         built_as = catalog.last_registered
         if built_as is not None and built_as != name:
             # An entry may build an agent under another name (several entries, one builder):
             # its tools and governance are found under the entry's name too.
             catalog.alias(name, built_as)
-        if not isinstance(graph, Pregel):
+        hosted = _register_hosts(graph, name, catalog)
+        if built_as is None and not hosted and graph not in _UNGOVERNED:
+            # A graph nothing in which asks a human or records an execution would run every
+            # tool, however sensitive, with no approval and no warning.
             raise GraphLoadError(
-                name, target, f"built {type(graph).__name__}, not a compiled graph"
+                name,
+                target,
+                "the graph has no approval boundary, so its tools would run unapproved: add "
+                "graphs.ApprovalMiddleware(interrupt_on={...}) to its create_agent middleware "
+                "(or build it with graphs.agent.build_agent), or mark it "
+                "graphs.registry.ungoverned(graph) to run it without approvals",
             )
-        if graph.checkpointer is not self._deps.checkpointer:
-            raise GraphLoadError(name, target, "the graph must be compiled with deps.checkpointer")
         self._built[name] = graph
         return graph
+
+    def _compiled(self, name: str, target: str, found: Any) -> Pregel[Any, Any, Any, Any]:
+        """The graph an entry names: a compiled graph, a ``StateGraph`` builder, or a factory
+        of either taking ``GraphDeps``. A graph compiled without a checkpointer gets the
+        engine's, as the LangGraph server gives one; another checkpointer is refused (its
+        pauses would not be where the engine resumes them)."""
+        built = found
+        if not isinstance(found, Pregel | StateGraph) and callable(found):
+            built = found(self._deps)
+        if isinstance(built, StateGraph):
+            built = built.compile(checkpointer=self._deps.checkpointer)
+        if not isinstance(built, Pregel):
+            raise GraphLoadError(
+                name, target, f"built {type(built).__name__}, not a compiled graph"
+            )
+        if built.checkpointer is None:
+            ungoverned = built in _UNGOVERNED
+            built = built.copy(update={"checkpointer": self._deps.checkpointer})
+            if ungoverned:
+                _UNGOVERNED.add(built)
+        if built.checkpointer is not self._deps.checkpointer:
+            raise GraphLoadError(
+                name,
+                target,
+                "the graph must be compiled with deps.checkpointer, or with no checkpointer "
+                "(the engine attaches its own)",
+            )
+        return built
+
+
+_UNGOVERNED: weakref.WeakSet[Pregel[Any, Any, Any, Any]] = weakref.WeakSet()
+
+
+def ungoverned(graph: G) -> G:
+    """Mark ``graph`` as one the registry may run without any approval boundary (its tools run
+    unapproved and unrecorded). Registering such a graph unmarked is refused."""
+    _UNGOVERNED.add(graph)
+    return graph
+
+
+def _register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCatalog) -> bool:
+    """Register the tools and governance of the ``ApprovalMiddleware`` agents in ``graph``;
+    whether there was one. A graph can hold one only if ``graphs.middleware`` was imported,
+    so a process that never imports langchain does not start to here."""
+    module = sys.modules.get("graphs.middleware")
+    if module is None:
+        return False
+    found: bool = module.register_hosts(graph, name, catalog)
+    return found

@@ -29,6 +29,7 @@ from graphs.admission import Admission, input_gate
 from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
+from graphs.run_config import engine_configurable
 
 log = logging.getLogger("approvals.runner")
 
@@ -161,7 +162,27 @@ class Runner:
                 blocked = _blocked_outcome(admission.blocked or {}, run_id, thread_id)
                 outcome = await self._ended(holder, blocked)
             else:
-                outcome = await self._invoke(graph, admission.state, run_id, thread_id, holder)
+                try:
+                    outcome = await self._invoke(
+                        graph,
+                        admission.state,
+                        RunKeys(
+                            run_id=run_id,
+                            thread_id=thread_id,
+                            principal=principal,
+                            graph=graph_name,
+                        ),
+                        holder,
+                    )
+                except DatabaseUnavailable as exc:
+                    # A resume is retried by its job; nothing retries a start, so a run left
+                    # "running" would stay so for ever. It fails, visibly. (If the database is
+                    # really gone, writing that fails too, and the error reaches the caller.)
+                    error = str(exc)[:1000]
+                    failed = RunOutcome(
+                        run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=error
+                    )
+                    outcome = await self._ended(holder, failed)
             run.settle(outcome.settlement)
         return outcome
 
@@ -185,7 +206,14 @@ class Runner:
             await claimed.complete(JobStatus.SKIPPED, None, settled.settlement)
             return None
         holder = SessionHolder(first_sequence=check.next_sequence)
-        outcome = await self._invoke(graph, payload, job.run_id, job.thread_id, holder)
+        run = await self._runs.get(job.run_id)
+        keys = RunKeys(
+            run_id=job.run_id,
+            thread_id=job.thread_id,
+            principal=run.started_by if run is not None else "",
+            graph=job.graph,
+        )
+        outcome = await self._invoke(graph, payload, keys, holder)
         await claimed.complete(
             JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
             outcome.error,
@@ -227,11 +255,18 @@ class Runner:
         self,
         graph: Pregel[Any, Any, Any, Any],
         payload: Any,
-        run_id: str,
-        thread_id: str,
+        keys: RunKeys,
         holder: SessionHolder,
     ) -> RunOutcome:
-        config: RunnableConfig = {"configurable": {"thread_id": thread_id, **holder.config()}}
+        run_id, thread_id = keys.run_id, keys.thread_id
+        # The engine's bookkeeping travels in the config, not in the graph's state: a host
+        # graph (create_agent with ApprovalMiddleware) keeps its own state schema.
+        engine = engine_configurable(
+            run_id=run_id, principal=keys.principal, graph=keys.graph, deps=self._registry.deps
+        )
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, **holder.config(), **engine}
+        }
         outcome = await self._invoke_in(graph, payload, run_id, thread_id, config)
         return await self._ended(holder, outcome)
 
@@ -270,6 +305,16 @@ class Runner:
                 run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=error
             )
         return _outcome_of(result, run_id, thread_id)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunKeys:
+    """Which run an invocation serves: what the runner's config carries to the graph."""
+
+    run_id: str
+    thread_id: str
+    principal: str
+    graph: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,7 +368,8 @@ def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
             status=RunStatus.WAITING,
             waiting_on=tuple(waiting),
         )
-    blocked = values.get("blocked")
+    # ``approvals_blocked``: the key ApprovalMiddleware adds to a create_agent agent's state.
+    blocked = values.get("blocked") or values.get("approvals_blocked")
     if isinstance(blocked, dict):
         return _blocked_outcome(blocked, run_id, thread_id)
     messages = values.get("messages") or []

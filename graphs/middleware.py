@@ -1,0 +1,451 @@
+"""``ApprovalMiddleware``: the engine's durable approval for langchain's ``create_agent``.
+
+A drop-in for langchain's ``HumanInTheLoopMiddleware``: the same ``interrupt_on`` mapping says
+which tools wait for a human, and ``policy=`` / ``governance=`` add what ``build_agent`` takes.
+Where ``HumanInTheLoopMiddleware`` pauses with the question and takes the answer from the
+resume value, every tool call here goes through the engine's tool step (``graphs.tool_step``):
+validated against what the model may set, ``pre_tool_call`` emitted, the pending request
+written before the pause, the decision read from the database (never from the resume value)
+and consumed once, the tool run at most once by the execution ledger, ``post_tool_call`` on
+its result.
+
+Which run a call belongs to, who started it and where the engine's ports are come from the
+run's config (``configurable``), as the engine's runner sets it, never from the agent's state:
+the agent keeps its own state schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NotRequired
+
+from agent_hooks import AgentHooksCoreError, Decision, Interceptor, Verdict
+from langchain.agents.middleware.types import AgentMiddleware, AgentState, hook_config
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
+from langchain_core.tools import BaseTool
+from langgraph.config import get_config
+from langgraph.prebuilt.tool_node import ToolCallRequest, ToolNode
+from langgraph.pregel import Pregel
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+from pydantic import BaseModel
+
+from approvals.identity import call_identity
+from approvals.policy import Policy, load_policy
+from approvals.ports import NewRequest
+from graphs.admission import Admission, InputGate, emit_input, register_gate
+from graphs.agent import _refusals, _tool_counts
+from graphs.governance import ApprovalSlot, Governance, SessionHolder, session_of
+from graphs.lc_tools import args_model_of, governed_view
+from graphs.run_config import EngineRun
+from graphs.tool_step import ToolStep, control_error
+from graphs.tools import GovernedTool, ToolCall, ToolCatalog
+
+DECISIONS = frozenset({"approve", "edit", "reject", "respond"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Gate:
+    """One ``interrupt_on`` entry: the call waits for a human."""
+
+    allow_edit: bool
+    description: str | None
+
+
+def _gates(interrupt_on: Mapping[str, Any], prefix: str) -> dict[str, Gate]:
+    """``interrupt_on`` read the way ``HumanInTheLoopMiddleware`` reads it; what this engine
+    cannot honour is refused here, when the agent is built, never after an approval."""
+    gates: dict[str, Gate] = {}
+    for name, entry in interrupt_on.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"interrupt_on: a tool name must be a non-empty string, not {name!r}")
+        if entry is False:
+            continue
+        if entry is True:
+            gates[name] = Gate(allow_edit=True, description=None)
+            continue
+        if not isinstance(entry, Mapping):
+            raise TypeError(
+                f"interrupt_on[{name!r}] must be True, False or a mapping with "
+                f"allowed_decisions, not {type(entry).__name__}"
+            )
+        unknown = set(entry) - {"allowed_decisions", "description", "args_schema"}
+        if unknown:
+            # ``when`` would make the question depend on a predicate re-run on resume: a call
+            # could run unapproved because the predicate changed its mind. Policies say when.
+            raise ValueError(
+                f"interrupt_on[{name!r}]: {', '.join(sorted(unknown))} is not supported by "
+                "ApprovalMiddleware; say when a call needs a human in a policy (policy=...)"
+            )
+        allowed = entry.get("allowed_decisions")
+        if not isinstance(allowed, list | tuple) or not allowed or not set(allowed) <= DECISIONS:
+            raise ValueError(
+                f"interrupt_on[{name!r}].allowed_decisions must be a non-empty list of "
+                f"{', '.join(sorted(DECISIONS))}"
+            )
+        description = entry.get("description")
+        if description is not None and not isinstance(description, str):
+            raise TypeError(
+                f"interrupt_on[{name!r}].description must be a string here (a description "
+                "computed from the state would change what an approver was shown on resume)"
+            )
+        gates[name] = Gate(allow_edit="edit" in allowed, description=description)
+    return gates
+
+
+class InterruptOn:
+    """At ``pre_tool_call``, a call of a tool named in ``interrupt_on`` is a liftable deny:
+    a human decides it, with the edit permission its ``allowed_decisions`` give."""
+
+    def __init__(self, gates: Mapping[str, Gate], prefix: str) -> None:
+        self._gates = dict(gates)
+        self._prefix = prefix
+
+    def intercept(self, context: dict[str, Any], /) -> Verdict:
+        if context.get("interception_point") != "pre_tool_call":
+            return Verdict.allow()
+        name = context.get("tool_call", {}).get("name")
+        gate = self._gates.get(name) if isinstance(name, str) else None
+        if gate is None:
+            return Verdict.allow()
+        return Verdict(
+            decision=Decision.DENY,
+            reason="interrupt_on",
+            message=gate.description or f"{self._prefix}: {name}",
+            approval={"allow_edit": gate.allow_edit},
+        )
+
+
+def _governance(
+    gates: Mapping[str, Gate],
+    prefix: str,
+    policy: str | Path | Policy | None,
+    governance: Governance | None,
+) -> Governance:
+    """``interrupt_on`` first, then the policy, then the given governance's interceptors."""
+    interceptors: list[Interceptor] = []
+    names: list[str] = []
+    if gates:
+        interceptors.append(InterruptOn(gates, prefix))
+        names.append("interrupt_on")
+    if policy is not None:
+        loaded = load_policy(policy) if isinstance(policy, str | Path) else policy
+        if not isinstance(loaded, Policy):
+            raise TypeError(
+                f"policy must be a path or a loaded Policy, not {type(policy).__name__}"
+            )
+        interceptors.append(loaded)
+        names.append(f"policy:{Path(policy).stem}" if isinstance(policy, str | Path) else "policy")
+    if governance is None:
+        return Governance(interceptors=tuple(interceptors), names=tuple(names))
+    if governance.emitter is not None and interceptors:
+        raise ValueError(
+            "governance builds its own emitter: give interrupt_on and policy to it, not here"
+        )
+    for i, interceptor in enumerate(governance.interceptors):
+        names.append(
+            governance.names[i]
+            if i < len(governance.names)
+            else f"{type(interceptor).__name__}#{i}"
+        )
+    return dataclasses.replace(
+        governance,
+        interceptors=(*interceptors, *governance.interceptors),
+        names=tuple(names),
+    )
+
+
+class ToolReportedError(RuntimeError):
+    """The tool answered with an error result: recorded as a failed execution."""
+
+
+def _result_of(answer: ToolMessage | Command[Any]) -> Any:
+    """What the ledger records for one execution: the tool message's content."""
+    if isinstance(answer, Command):
+        raise TypeError("the tool returned a Command, which ApprovalMiddleware cannot record yet")
+    if answer.status == "error":
+        raise ToolReportedError(str(answer.content)[:500])
+    return answer.content
+
+
+def _as_model_sees(message: ToolMessage) -> ToolMessage:
+    """The step's message with a text (or content-block) result given back as it was, not as
+    the JSON text the ledger's record is replayed as."""
+    if message.status == "error":
+        return message
+    try:
+        value = json.loads(str(message.content))
+    except ValueError:
+        return message
+    if isinstance(value, str | list):
+        return message.model_copy(update={"content": value})
+    return message
+
+
+#: The agent state keys the middleware adds: what must survive a pause (an input waiting for a
+#: human) and why a run was stopped. The run's identity is never here (see ``EngineRun``).
+NEW_INPUT = "approvals_new_input"
+BLOCKED = "approvals_blocked"
+
+
+class ApprovalState(AgentState[Any]):
+    #: The user message is still to be governed by ``input`` (it waits for a human: only a
+    #: graph node can pause); set by the runner's admission.
+    approvals_new_input: NotRequired[bool]
+    #: Why the run stopped, when a policy denied its input, a model call or its answer.
+    approvals_blocked: NotRequired[dict[str, Any] | None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostInputGate(InputGate):
+    """The runner's input admission for a ``create_agent`` host: the same emissions as for a
+    ``build_agent`` graph, handed to the agent in its own state's terms."""
+
+    async def admit(
+        self, holder: SessionHolder, *, run_id: str, principal: str, message: str
+    ) -> Admission:
+        admission = await InputGate.admit(
+            self, holder, run_id=run_id, principal=principal, message=message
+        )
+        if admission.state is None:
+            return admission
+        state = admission.state
+        return dataclasses.replace(
+            admission,
+            state={
+                "messages": state["messages"],
+                NEW_INPUT: bool(state.get("new_input")),
+                BLOCKED: None,
+            },
+        )
+
+
+def _point_slot(
+    run: EngineRun, point: str, turn: int, shown: dict[str, Any]
+) -> ApprovalSlot | None:
+    """Where a liftable deny at a non-tool point gets its human answer (as ``build_agent``'s
+    nodes ask it); ``None`` when the content has no identity (the emitter denies it)."""
+    call_id = f"{point}:{turn}"
+    try:
+        identity = call_identity(run_id=run.run_id, call_id=call_id, tool=f"@{point}", args=shown)
+    except AgentHooksCoreError:
+        return None
+    new = NewRequest(
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        call_id=call_id,
+        tool=f"@{point}",
+        shown={"point": point, **shown},
+        args_schema={},
+        identity=identity,
+        reason=None,
+        requested_by=run.principal,
+        expires_at=datetime.now(UTC) + run.deps.request_ttl,
+        state_version=run.state_version,
+        allow_edit=False,
+    )
+    return run.deps.slot(new)
+
+
+class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Durable human approval for ``create_agent``: ``middleware=[ApprovalMiddleware(
+    interrupt_on={"issue_refund": True})]`` where ``HumanInTheLoopMiddleware`` stood.
+
+    ``interrupt_on`` maps a tool name to ``True`` (a human decides every call, and may edit
+    it), ``False`` (no question) or ``{"allowed_decisions": [...], "description": "..."}``
+    (``"edit"`` among the decisions lets the approver edit the arguments; the description is
+    the reason the approver is shown). ``policy`` (a policy file or a loaded ``Policy``) and
+    ``governance`` add what ``build_agent`` takes; every call of every tool goes through them.
+    """
+
+    def __init__(
+        self,
+        interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
+        *,
+        policy: str | Path | Policy | None = None,
+        governance: Governance | None = None,
+        description_prefix: str = "Tool execution requires approval",
+    ) -> None:
+        super().__init__()
+        self._gates = _gates(interrupt_on or {}, description_prefix)
+        self.governance = _governance(self._gates, description_prefix, policy, governance)
+        self._models: dict[int, tuple[BaseTool, type[BaseModel]]] = {}
+
+    state_schema = ApprovalState
+
+    def catalog_tools(self, tools: Iterable[BaseTool]) -> list[GovernedTool]:
+        """``tools`` as listings and edit checks see them (never run from there)."""
+
+        async def not_here(args: dict[str, Any], call: ToolCall) -> Any:
+            raise RuntimeError("a listed tool runs only through its agent")
+
+        return [
+            governed_view(
+                t, not_here, sensitive=t.name in self._gates, args_model=self._args_model(t)
+            )
+            for t in tools
+        ]
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """``input`` for a user message that waits for a human: the runner's admission
+        governed every other one (``agent_startup`` and ``input``) before the agent saw it.
+        Here the run pauses until the message is decided; a rejected one leaves the
+        conversation and ends the run."""
+        if not state.get(NEW_INPUT):
+            return None
+        config = get_config()
+        run = EngineRun.of(config)
+        session = session_of(
+            config, self.governance, graph=run.graph, run_id=run.run_id, principal=run.principal
+        )
+        messages = _messages_of(state)
+        done: dict[str, Any] = {NEW_INPUT: False}
+        human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        if human is None:
+            return done
+        turn = sum(1 for m in messages if isinstance(m, HumanMessage))
+        here = _point_slot(run, "input", turn, {"content": human.content})
+        content, blocked = await emit_input(session, human.content, here)
+        if blocked is not None:
+            remove = [RemoveMessage(id=human.id)] if human.id else []
+            return {**done, BLOCKED: blocked, "messages": remove, "jump_to": "end"}
+        if content != human.content:
+            return {**done, "messages": [HumanMessage(content=content, id=human.id)]}
+        return done
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        raise NotImplementedError(_ASYNC_ONLY)
+
+    def _args_model(self, tool: BaseTool) -> type[BaseModel]:
+        # Keyed by the tool object (kept alive here): a JSON-schema model is built once.
+        known = self._models.get(id(tool))
+        if known is None or known[0] is not tool:
+            known = (tool, args_model_of(tool))
+            self._models[id(tool)] = known
+        return known[1]
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        raise NotImplementedError(_ASYNC_ONLY)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """The tool seam: the call runs through the engine's tool step, which decides whether
+        and with which arguments ``handler`` (the tool, as ``ToolNode`` runs it) is called."""
+        config = request.runtime.config
+        run = EngineRun.of(config)
+        call = dict(request.tool_call)
+        call_id, name = str(call.get("id")), str(call.get("name"))
+        messages = _messages_of(request.state)
+        turn = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        if turn is not None and any(str(tc["id"]) == call_id for tc in turn.tool_calls):
+            refused = _refusals(messages, turn).get(call_id)
+            if refused is not None:
+                return control_error(call_id, name, refused)
+        tool = request.tool
+        tools = []
+        if tool is not None:
+
+            async def execute(args: dict[str, Any], tool_call: ToolCall) -> Any:
+                answer = await handler(
+                    request.override(tool_call={**request.tool_call, "args": args})
+                )
+                return _result_of(answer)
+
+            tools.append(
+                governed_view(
+                    tool,
+                    execute,
+                    sensitive=name in self._gates,
+                    args_model=self._args_model(tool),
+                )
+            )
+        step = ToolStep(graph_name=run.graph, tools=tools, deps=run.deps)
+        session = session_of(
+            config, self.governance, graph=run.graph, run_id=run.run_id, principal=run.principal
+        )
+        message = await step(
+            session=session,
+            call=call,
+            run_id=run.run_id,
+            thread_id=run.thread_id,
+            principal=run.principal,
+            state_version=run.state_version,
+            tool_counts=_tool_counts(messages),
+        )
+        return _as_model_sees(message)
+
+
+_ASYNC_ONLY = (
+    "ApprovalMiddleware is asynchronous: the approvals engine runs the agent with ainvoke/astream"
+)
+
+
+def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCatalog) -> bool:
+    """Find the ``ApprovalMiddleware`` agents in ``graph`` (and its subgraphs), register their
+    tools and governance under ``name`` (what listings and edit checks read) and the runner's
+    input admission for the top-level one; whether there was one."""
+    found = False
+    graphs = [
+        graph,
+        *(sub for _, sub in graph.get_subgraphs(recurse=True) if isinstance(sub, Pregel)),
+    ]
+    for g in graphs:
+        for middleware in _middlewares_in(g):
+            tools = [
+                t
+                for node in g.nodes.values()
+                if isinstance(node.bound, ToolNode)
+                for t in node.bound.tools_by_name.values()
+            ]
+            catalog.register(name, middleware.catalog_tools(tools), middleware.governance)
+            if g is graph:
+                register_gate(
+                    graph,
+                    HostInputGate(
+                        graph=name,
+                        governance=middleware.governance,
+                        tools=tuple(sorted(t.name for t in tools)),
+                    ),
+                )
+            found = True
+    return found
+
+
+def _middlewares_in(graph: Pregel[Any, Any, Any, Any]) -> list[ApprovalMiddleware]:
+    """The ``ApprovalMiddleware`` instances whose ``before_agent`` hook is a node of
+    ``graph`` (``create_agent`` adds one per middleware that has the hook)."""
+    found: list[ApprovalMiddleware] = []
+    for node in graph.nodes.values():
+        for attr in ("afunc", "func"):
+            owner = getattr(getattr(node.bound, attr, None), "__self__", None)
+            if isinstance(owner, ApprovalMiddleware) and owner not in found:
+                found.append(owner)
+    return found
+
+
+def _messages_of(state: Any) -> list[BaseMessage]:
+    messages = state.get("messages") if isinstance(state, Mapping) else None
+    if not isinstance(messages, list):
+        return []
+    return [m for m in messages if isinstance(m, BaseMessage)]

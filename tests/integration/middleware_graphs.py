@@ -1,0 +1,166 @@
+"""Ordinary langchain ``create_agent`` agents, as a user writes them, governed by changing the
+``middleware=[...]`` entry to ``ApprovalMiddleware``: plain ``@tool`` functions (sync and
+async, one with injected arguments), a JSON-schema tool, a scripted chat model."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
+from langgraph.config import get_config
+from langgraph.prebuilt import InjectedState, ToolRuntime
+from langgraph.pregel import Pregel
+
+from graphs import ApprovalMiddleware
+from graphs.deps import GraphDeps
+from graphs.registry import ungoverned
+from graphs.run_config import RUN_ID_KEY
+from graphs.scripted import ScriptedToolModel
+
+
+def _since_user(messages: list[BaseMessage]) -> tuple[str, list[ToolMessage]]:
+    text, results = "", []
+    for m in messages:
+        if isinstance(m, HumanMessage):
+            text, results = str(m.content), []
+        elif isinstance(m, ToolMessage):
+            results.append(m)
+    return text, results
+
+
+def refund_script(messages: list[BaseMessage]) -> AIMessage:
+    """``refund ORDER AMOUNT [ORDER AMOUNT ...]``: one ``issue_refund`` call per pair, all in
+    one turn; then the tools' answers, verbatim."""
+    text, results = _since_user(messages)
+    if results:
+        return AIMessage(content=" | ".join(f"{r.status}: {r.content}" for r in results))
+    pairs = re.findall(r"(\d{4}) (\d+(?:\.\d+)?)", text)
+    return AIMessage(
+        content="",
+        tool_calls=[
+            {
+                "id": f"refund-{order}",
+                "name": "issue_refund",
+                "args": {"order_id": order, "amount": float(amount)},
+            }
+            for order, amount in pairs
+        ],
+    )
+
+
+def build(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """A refund agent whose tool takes injected arguments (the call id, the state, the
+    runtime): none of them is the model's to set, nor the approver's to see."""
+
+    @tool
+    async def issue_refund(
+        order_id: str,
+        amount: float,
+        tool_call_id: Annotated[str, InjectedToolCallId],
+        state: Annotated[dict[str, Any], InjectedState],
+        runtime: ToolRuntime,
+    ) -> str:
+        """Refund money on an order."""
+        run_id = runtime.config["configurable"][RUN_ID_KEY]
+        await deps.effects.record(
+            run_id=run_id,
+            call_id=tool_call_id,
+            tool="issue_refund",
+            args={"order_id": order_id, "amount": amount, "seen": len(state["messages"])},
+        )
+        return f"refunded {amount:.2f} on {order_id}"
+
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=[issue_refund],
+        middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
+        checkpointer=deps.checkpointer,
+        name="lc_refund",
+    )
+
+
+def lookup_script(messages: list[BaseMessage]) -> AIMessage:
+    """``look WORD`` calls the sync tool ``lookup``; ``mcp N`` the JSON-schema tool
+    ``add_one`` with ``{"n": N}`` (``mcp bad`` with a string)."""
+    text, results = _since_user(messages)
+    if results:
+        return AIMessage(content=" | ".join(f"{r.status}: {r.content}" for r in results))
+    if text.startswith("look "):
+        call = {"id": "look-1", "name": "lookup", "args": {"word": text[5:]}}
+    else:
+        raw = text.removeprefix("mcp ")
+        n: Any = int(raw) if raw.isdigit() else raw
+        call = {"id": "add-1", "name": "add_one", "args": {"n": n}}
+    return AIMessage(content="", tool_calls=[call])
+
+
+def build_tools(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """A sync ``@tool`` (not gated) and a tool whose ``args_schema`` is a JSON-schema document,
+    as MCP adapters make them (gated, editable)."""
+
+    @tool
+    def lookup(word: str) -> dict[str, Any]:
+        """Look a word up."""
+        return {"word": word, "length": len(word)}
+
+    async def add_one(**kwargs: Any) -> str:
+        await deps.effects.record(
+            run_id=get_config()["configurable"][RUN_ID_KEY],
+            call_id="add-1",
+            tool="add_one",
+            args=kwargs,
+        )
+        return json.dumps({"n": kwargs["n"] + 1})
+
+    mcp_like: BaseTool = StructuredTool(
+        name="add_one",
+        description="Add one to n.",
+        args_schema={
+            "type": "object",
+            "properties": {"n": {"type": "integer", "maximum": 100}},
+            "required": ["n"],
+            "additionalProperties": False,
+        },
+        coroutine=add_one,
+    )
+    return create_agent(
+        ScriptedToolModel(script=lookup_script),
+        tools=[lookup, mcp_like],
+        middleware=[
+            ApprovalMiddleware(
+                interrupt_on={
+                    "add_one": {"allowed_decisions": ["approve", "edit", "reject"]},
+                    "lookup": False,
+                }
+            )
+        ],
+        checkpointer=deps.checkpointer,
+        name="lc_tools",
+    )
+
+
+@tool
+async def refund_anything(order_id: str, amount: float) -> str:
+    """Refund money on an order (module level: no engine ports in reach)."""
+    return f"refunded {amount:.2f} on {order_id}"
+
+
+def _module_agent(*middleware: Any) -> Pregel[Any, Any, Any, Any]:
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        reply = refund_script(messages)
+        reply.tool_calls = [{**c, "name": "refund_anything"} for c in reply.tool_calls]
+        return reply
+
+    return create_agent(
+        ScriptedToolModel(script=script), tools=[refund_anything], middleware=list(middleware)
+    )
+
+
+#: As LangGraph users write them: compiled at import, with no checkpointer.
+plain_agent = _module_agent()
+governed_agent = _module_agent(ApprovalMiddleware(interrupt_on={"refund_anything": True}))
+marked_agent = ungoverned(_module_agent())

@@ -1,0 +1,278 @@
+"""A langchain ``create_agent`` agent governed by ``ApprovalMiddleware`` gets the engine's
+guarantees: the request is recorded before the pause, the decision is read from the database,
+the tool runs once, rejections and edits reach the model, on real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.types import Command
+
+from approvals.errors import EditedArgumentsInvalid, GraphLoadError
+from graphs.run_config import NotRunByEngine, engine_configurable
+from tests.integration.helpers import scalar, side_effects
+from web.engine import Engine, open_engine
+from web.settings import Settings
+
+GRAPHS = {
+    "lc_refund": "tests.integration.middleware_graphs:build",
+    "lc_tools": "tests.integration.middleware_graphs:build_tools",
+}
+
+
+@pytest.fixture
+async def lc(database_url: str, tmp_path: Path) -> Any:
+    settings = Settings(
+        database_url=database_url, config_file=tmp_path / "none.toml", graphs=GRAPHS
+    )
+    async with open_engine(database_url, settings) as engine:
+        yield engine
+
+
+async def _start(engine: Engine, message: str, graph: str = "lc_refund") -> Any:
+    out = await engine.runner.start(graph, {"message": message}, principal="alice")
+    assert out.status == "waiting", out
+    return out
+
+
+async def test_a_gated_call_waits_with_its_request_recorded_and_runs_once_after_approval(
+    lc: Engine,
+) -> None:
+    out = await _start(lc, "refund 1001 25")
+    [request_id] = out.pending
+    request = await lc.requests.get(request_id)
+    assert request is not None
+    assert request.tool == "issue_refund"
+    # What the model set, nothing injected: no call id, no state, no runtime.
+    assert request.shown["args"] == {"order_id": "1001", "amount": 25.0}
+    assert set(request.args_schema["properties"]) == {"order_id", "amount"}
+    assert await side_effects(lc, out.run_id, "refund-1001") == []
+
+    await lc.decide(request_id, "approve", principal="bob")
+    assert await lc.worker.drain() == 1
+
+    run = await lc.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "completed", run
+    assert run.answer == "success: refunded 25.00 on 1001"
+    effects = await side_effects(lc, out.run_id, "refund-1001")
+    assert len(effects) == 1
+    assert effects[0]["args"]["amount"] == 25.0
+    executions = await scalar(
+        lc, "select count(*) from tool_executions where run_id = %s", out.run_id
+    )
+    assert executions == 1
+
+
+async def test_a_rejection_reaches_the_model_with_its_reason_and_nothing_runs(lc: Engine) -> None:
+    out = await _start(lc, "refund 1001 25")
+    await lc.decide(out.pending[0], "reject", principal="bob", reason="over the monthly limit")
+    await lc.worker.drain()
+    run = await lc.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "completed"
+    assert run.answer is not None
+    assert run.answer.startswith("error: ")
+    error = json.loads(run.answer.removeprefix("error: "))["error"]
+    assert error["code"] == "rejected_by_approver"
+    assert error["message"] == "over the monthly limit"
+    assert error["decided_by"] == "bob"
+    assert await side_effects(lc, out.run_id, "refund-1001") == []
+    assert await lc.ledger.for_run(out.run_id) == []
+
+
+async def test_an_edit_runs_the_edited_arguments_only(lc: Engine) -> None:
+    out = await _start(lc, "refund 1001 25")
+    await lc.decide(
+        out.pending[0], "approve", principal="bob", args={"order_id": "1001", "amount": 10}
+    )
+    await lc.worker.drain()
+    run = await lc.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "completed", run
+    assert run.answer == "success: refunded 10.00 on 1001"
+    [effect] = await side_effects(lc, out.run_id, "refund-1001")
+    assert effect["args"]["amount"] == 10.0
+
+
+async def test_an_edit_is_validated_against_what_the_model_may_set(lc: Engine) -> None:
+    out = await _start(lc, "refund 1001 25")
+    with pytest.raises(EditedArgumentsInvalid):
+        await lc.decide(
+            out.pending[0], "approve", principal="bob", args={"order_id": "1001", "amount": "lots"}
+        )
+    request = await lc.requests.get(out.pending[0])
+    assert request is not None
+    assert request.status == "pending"
+
+
+async def test_calls_of_one_turn_are_decided_independently(lc: Engine) -> None:
+    out = await _start(lc, "refund 1001 25 and 1002 40")
+    assert len(out.pending) == 2
+    by_call = {}
+    for request_id in out.pending:
+        request = await lc.requests.get(request_id)
+        assert request is not None
+        by_call[request.call_id] = request_id
+    await lc.decide(by_call["refund-1002"], "reject", principal="bob", reason="no")
+    await lc.worker.drain()
+    run = await lc.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "waiting"
+    assert await side_effects(lc, out.run_id, "refund-1002") == []
+    await lc.decide(by_call["refund-1001"], "approve", principal="bob")
+    await lc.worker.drain()
+    run = await lc.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "completed", run
+    assert len(await side_effects(lc, out.run_id, "refund-1001")) == 1
+    assert await side_effects(lc, out.run_id, "refund-1002") == []
+
+
+async def test_two_workers_draining_at_once_run_each_approved_call_once(
+    lc: Engine, database_url: str, tmp_path: Path
+) -> None:
+    runs = [await _start(lc, "refund 1001 25") for _ in range(6)]
+    for out in runs:
+        await lc.decide(out.pending[0], "approve", principal="bob")
+    settings = Settings(
+        database_url=database_url, config_file=tmp_path / "none.toml", graphs=GRAPHS
+    )
+    async with open_engine(database_url, settings) as other:
+        counts = await asyncio.gather(lc.worker.drain(), other.worker.drain())
+    assert sum(counts) == 6
+    for out in runs:
+        assert len(await side_effects(lc, out.run_id, "refund-1001")) == 1
+        run = await lc.runs.get(out.run_id)
+        assert run is not None
+        assert run.status == "completed"
+
+
+async def test_racing_decisions_have_one_winner_and_agree_with_what_ran(lc: Engine) -> None:
+    for _ in range(4):
+        out = await _start(lc, "refund 1001 25")
+        results = await asyncio.gather(
+            lc.decide(out.pending[0], "approve", principal="ann"),
+            lc.decide(out.pending[0], "reject", principal="rob", reason="no"),
+            return_exceptions=True,
+        )
+        won = [r for r in results if not isinstance(r, BaseException)]
+        assert len(won) == 1
+        await lc.worker.drain()
+        ran = len(await side_effects(lc, out.run_id, "refund-1001"))
+        assert ran == (1 if won[0].kind == "approve" else 0)
+
+
+async def test_a_resume_value_is_not_a_decision(lc: Engine) -> None:
+    """Resuming the thread by hand with an "approve" answer, as HumanInTheLoopMiddleware
+    would take it, runs nothing: the decision is read from the database."""
+    out = await _start(lc, "refund 1001 25")
+    graph = lc.registry.get("lc_refund")
+    config = {"configurable": {"thread_id": out.thread_id}}
+    state = await graph.aget_state(config)
+    [interrupt] = [i for t in state.tasks for i in t.interrupts]
+    forged = {"decisions": [{"type": "approve"}]}
+    holder_config = {
+        "configurable": {
+            "thread_id": out.thread_id,
+            **engine_configurable(
+                run_id=out.run_id, principal="alice", graph="lc_refund", deps=lc.registry.deps
+            ),
+        }
+    }
+    result = await graph.ainvoke(Command(resume={interrupt.id: forged}), holder_config)
+    assert result["__interrupt__"]
+    assert await side_effects(lc, out.run_id, "refund-1001") == []
+
+
+async def test_a_sync_tool_runs_and_a_json_schema_tool_is_validated_before_anyone_is_asked(
+    lc: Engine,
+) -> None:
+    looked = await lc.runner.start("lc_tools", {"message": "look abc"}, principal="alice")
+    assert looked.status == "completed", looked
+    assert looked.answer is not None
+    assert json.loads(looked.answer.removeprefix("success: ")) == {"word": "abc", "length": 3}
+    # Not gated: nobody was asked, and it ran once, recorded.
+    [execution] = await lc.ledger.for_run(looked.run_id)
+    assert execution.status == "succeeded"
+    bad = await lc.runner.start("lc_tools", {"message": "mcp 500"}, principal="alice")
+    assert bad.status == "completed", bad
+    assert bad.answer is not None
+    assert "invalid_arguments" in bad.answer
+    assert "500 is greater than the maximum of 100" in bad.answer
+    assert await scalar(lc, "select count(*) from approval_requests") == 0
+
+
+async def test_a_json_schema_tool_waits_and_runs_its_edited_arguments(lc: Engine) -> None:
+    out = await _start(lc, "mcp 5", graph="lc_tools")
+    request = await lc.requests.get(out.pending[0])
+    assert request is not None
+    assert request.shown["args"] == {"n": 5}
+    assert request.args_schema["properties"] == {"n": {"type": "integer", "maximum": 100}}
+    with pytest.raises(EditedArgumentsInvalid):
+        await lc.decide(out.pending[0], "approve", principal="bob", args={"n": 101})
+    await lc.decide(out.pending[0], "approve", principal="bob", args={"n": 41})
+    await lc.worker.drain()
+    run = await lc.runs.get(out.run_id)
+    assert run is not None
+    assert run.answer == 'success: {"n": 42}'
+    [effect] = await side_effects(lc, out.run_id, "add-1")
+    assert effect["args"] == {"n": 41}
+
+
+async def test_an_agent_invoked_outside_the_engine_fails_naming_the_fix(lc: Engine) -> None:
+    graph = lc.registry.get("lc_refund")
+    with pytest.raises(NotRunByEngine, match="approvals_run_id"):
+        await graph.ainvoke(
+            {"messages": [{"role": "user", "content": "refund 1001 25"}]},
+            {"configurable": {"thread_id": "by-hand"}},
+        )
+    assert await scalar(lc, "select count(*) from approval_requests") == 0
+
+
+async def test_a_graph_with_no_approval_boundary_is_refused_naming_the_fix(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={"shop": "tests.integration.middleware_graphs:plain_agent"},
+    )
+    async with open_engine(database_url, settings) as engine:
+        with pytest.raises(GraphLoadError, match="ApprovalMiddleware") as refused:
+            await engine.runner.start("shop", {"message": "refund 1001 25"}, principal="ann")
+        assert "ungoverned" in str(refused.value)
+        assert await scalar(engine, "select count(*) from runs") == 0
+
+
+async def test_a_compiled_agent_without_a_checkpointer_gets_the_engines_and_pauses(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={
+            "shop": "tests.integration.middleware_graphs:governed_agent",
+            "free": "tests.integration.middleware_graphs:marked_agent",
+        },
+    )
+    async with open_engine(database_url, settings) as engine:
+        [listed] = engine.registry.tools("shop")
+        assert listed.name == "refund_anything"
+        assert listed.sensitive
+        out = await _start(engine, "refund 1001 25", graph="shop")
+        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.worker.drain()
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.answer == "success: refunded 25.00 on 1001"
+        [execution] = await engine.ledger.for_run(out.run_id)
+        assert execution.status == "succeeded"
+        # Registered explicitly as ungoverned: it runs, with nothing asked or recorded.
+        free = await engine.runner.start("free", {"message": "refund 1001 25"}, principal="ann")
+        assert free.status == "completed"
+        assert await engine.ledger.for_run(free.run_id) == []
