@@ -22,12 +22,21 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NotRequired
+from typing import Any, NotRequired, cast
 
-from agent_hooks import AgentHooksCoreError, Decision, Interceptor, Verdict
-from langchain.agents.middleware.types import AgentMiddleware, AgentState, hook_config
+from agent_hooks import AgentHooksCoreError, Decision, InterceptionBlocked, Interceptor, Verdict
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ExtendedModelResponse,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+    hook_config,
+)
 from langchain_core.messages import (
     AIMessage,
+    AnyMessage,
     BaseMessage,
     HumanMessage,
     RemoveMessage,
@@ -44,8 +53,8 @@ from pydantic import BaseModel
 from approvals.identity import call_identity
 from approvals.policy import Policy, load_policy
 from approvals.ports import NewRequest
-from graphs.admission import Admission, InputGate, emit_input, register_gate
-from graphs.agent import _refusals, _tool_counts
+from graphs.admission import Admission, InputGate, blocked_reason, emit_input, register_gate
+from graphs.agent import _refusals, _tool_counts, from_wire, to_wire
 from graphs.governance import ApprovalSlot, Governance, SessionHolder, session_of
 from graphs.lc_tools import args_model_of, governed_view
 from graphs.run_config import EngineRun
@@ -330,6 +339,94 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         raise NotImplementedError(_ASYNC_ONLY)
 
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelCallResult[Any]:
+        raise NotImplementedError(_ASYNC_ONLY)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult[Any]:
+        """``pre_model_call`` (a transform changes what the model receives), the model,
+        ``post_model_call`` (a transform changes the response; a denied one never enters the
+        conversation) and, for a final answer, ``output`` (the answer enters the state only
+        once ``output`` allowed it, as ``output`` left it). A deny ends the run, blocked."""
+        config = get_config()
+        run = EngineRun.of(config)
+        session = session_of(
+            config, self.governance, graph=run.graph, run_id=run.run_id, principal=run.principal
+        )
+        model = request.model
+        model_id = str(
+            getattr(model, "model_name", None)
+            or getattr(model, "model", None)
+            or type(model).__name__
+        )
+        history: list[BaseMessage] = list(request.messages)
+        turn = sum(1 for m in history if isinstance(m, AIMessage))
+        wire = [to_wire(m) for m in history]
+        here = _point_slot(run, "pre_model_call", turn, {"messages": wire[-1:]})
+        ctx = session.context("pre_model_call", model_id=model_id, messages=wire)
+        try:
+            await session.emit(ctx, here)
+        except InterceptionBlocked as blocked:
+            return _stopped(blocked)
+        if ctx["messages"] != wire:
+            request = request.override(messages=cast(list[AnyMessage], from_wire(ctx["messages"])))
+        answered = await handler(request)
+        response = (
+            answered.model_response if isinstance(answered, ExtendedModelResponse) else answered
+        )
+        replies = [m for m in response.result if isinstance(m, AIMessage)]
+        if len(replies) != 1:
+            # Structured output through a tool, or a model answering twice: not governed yet.
+            raise TypeError(
+                f"the model answered {len(replies)} messages; ApprovalMiddleware governs one"
+            )
+        reply = replies[0]
+        calls = [
+            {"id": tc["id"], "name": tc["name"], "args": tc["args"]} for tc in reply.tool_calls
+        ]
+        shown = {"content": reply.content, "tool_calls": calls}
+        here = _point_slot(run, "post_model_call", turn, shown)
+        ctx = session.context(
+            "post_model_call",
+            model_id=model_id,
+            content=reply.content,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else "stop",
+        )
+        try:
+            await session.emit(ctx, here)
+        except InterceptionBlocked as blocked:
+            return _stopped(blocked)
+        released = ctx["response"]
+        if released["content"] != reply.content or released["tool_calls"] != calls:
+            reply = AIMessage(
+                content=released["content"] if released["content"] is not None else "",
+                tool_calls=released["tool_calls"] or [],
+                id=reply.id,
+            )
+        if not reply.tool_calls:
+            here = _point_slot(run, "output", turn, {"content": reply.content})
+            ctx = session.context("output", content=reply.content)
+            try:
+                await session.emit(ctx, here)
+            except InterceptionBlocked as blocked:
+                return _stopped(blocked)
+            final = ctx["output"]["content"]
+            if final != reply.content:
+                reply = AIMessage(content=final if final is not None else "", id=reply.id)
+        result = [reply if m is replies[0] else m for m in response.result]
+        kept = ModelResponse(result=result, structured_response=response.structured_response)
+        if isinstance(answered, ExtendedModelResponse):
+            return ExtendedModelResponse(model_response=kept, command=answered.command)
+        return kept
+
     def _args_model(self, tool: BaseTool) -> type[BaseModel]:
         # Keyed by the tool object (kept alive here): a JSON-schema model is built once.
         known = self._models.get(id(tool))
@@ -394,6 +491,15 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             tool_counts=_tool_counts(messages),
         )
         return _as_model_sees(message)
+
+
+def _stopped(blocked: InterceptionBlocked) -> ExtendedModelResponse[Any]:
+    """A model call a deny stopped: nothing of it enters the conversation, the run ends, and
+    the state says why (what the runner settles the run as ``blocked`` from)."""
+    return ExtendedModelResponse(
+        model_response=ModelResponse(result=[]),
+        command=Command(update={BLOCKED: blocked_reason(blocked), "jump_to": "end"}),
+    )
 
 
 _ASYNC_ONLY = (

@@ -8,6 +8,7 @@ import json
 import re
 from typing import Annotated, Any
 
+from agent_hooks import Verdict
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
@@ -17,9 +18,17 @@ from langgraph.pregel import Pregel
 
 from graphs import ApprovalMiddleware
 from graphs.deps import GraphDeps
+from graphs.governance import Governance
 from graphs.registry import ungoverned
 from graphs.run_config import RUN_ID_KEY
 from graphs.scripted import ScriptedToolModel
+from tests.integration.governed_graphs import (
+    DenyInput,
+    DenyOutput,
+    EscalateInput,
+    EscalateOutput,
+    MaskAmountsInOutput,
+)
 
 
 def _since_user(messages: list[BaseMessage]) -> tuple[str, list[ToolMessage]]:
@@ -55,6 +64,10 @@ def refund_script(messages: list[BaseMessage]) -> AIMessage:
 def build(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
     """A refund agent whose tool takes injected arguments (the call id, the state, the
     runtime): none of them is the model's to set, nor the approver's to see."""
+    return _refund_agent(deps, ApprovalMiddleware(interrupt_on={"issue_refund": True}))
+
+
+def _refund_agent(deps: GraphDeps, middleware: ApprovalMiddleware) -> Pregel[Any, Any, Any, Any]:
 
     @tool
     async def issue_refund(
@@ -77,10 +90,37 @@ def build(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
     return create_agent(
         ScriptedToolModel(script=refund_script),
         tools=[issue_refund],
-        middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
+        middleware=[middleware],
         checkpointer=deps.checkpointer,
         name="lc_refund",
     )
+
+
+def _governed(*interceptors: Any) -> Any:
+    def factory(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+        governance = Governance(interceptors=interceptors)
+        return _refund_agent(
+            deps, ApprovalMiddleware(interrupt_on={"issue_refund": True}, governance=governance)
+        )
+
+    return factory
+
+
+class DenyToolCalls:
+    """post_model_call: a response proposing a tool call is denied."""
+
+    def intercept(self, ctx: dict[str, Any], /) -> Verdict:
+        if ctx.get("interception_point") == "post_model_call" and ctx["response"]["tool_calls"]:
+            return Verdict.deny(reason="no_tools_today", message="tools are switched off")
+        return Verdict.allow()
+
+
+deny_input = _governed(DenyInput())
+escalate_input = _governed(EscalateInput())
+mask_output = _governed(MaskAmountsInOutput())
+deny_output = _governed(DenyOutput())
+escalate_output = _governed(EscalateOutput())
+deny_tool_calls = _governed(DenyToolCalls())
 
 
 def lookup_script(messages: list[BaseMessage]) -> AIMessage:

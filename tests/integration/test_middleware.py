@@ -276,3 +276,150 @@ async def test_a_compiled_agent_without_a_checkpointer_gets_the_engines_and_paus
         free = await engine.runner.start("free", {"message": "refund 1001 25"}, principal="ann")
         assert free.status == "completed"
         assert await engine.ledger.for_run(free.run_id) == []
+
+
+HOOKS = {
+    name: f"tests.integration.middleware_graphs:{name}"
+    for name in (
+        "deny_input",
+        "escalate_input",
+        "mask_output",
+        "deny_output",
+        "escalate_output",
+        "deny_tool_calls",
+    )
+}
+
+
+@pytest.fixture
+async def hooked(database_url: str, tmp_path: Path) -> Any:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={**GRAPHS, **HOOKS},
+    )
+    async with open_engine(database_url, settings) as engine:
+        yield engine
+
+
+async def _pending(engine: Engine, run_id: str) -> list[Any]:
+    return [r for r in await engine.requests.for_run(run_id) if r.status == "pending"]
+
+
+async def _approve_all(engine: Engine, run_id: str) -> Any:
+    """Approve what the run waits on until it stops waiting."""
+    for _ in range(5):
+        run = await engine.runs.get(run_id)
+        assert run is not None
+        if run.status != "waiting":
+            return run
+        for request in await _pending(engine, run_id):
+            await engine.decide(request.id, "approve", principal="bob")
+        await engine.worker.drain()
+    raise AssertionError("the run kept waiting")
+
+
+async def test_one_run_emits_every_point_once_in_order_across_its_pause(lc: Engine) -> None:
+    out = await _start(lc, "refund 1001 25")
+    await _approve_all(lc, out.run_id)
+    rows = await lc.audit.interceptions(out.run_id)
+    assert [r["sequence"] for r in rows] == sorted({r["sequence"] for r in rows})
+    assert {r["session_id"] for r in rows} == {out.run_id}
+    assert [r["point"] for r in rows] == [
+        "agent_startup",
+        "input",
+        "pre_model_call",
+        "post_model_call",
+        "pre_tool_call",  # recorded once, when decided
+        "post_tool_call",
+        "pre_model_call",
+        "post_model_call",
+        "output",
+        "agent_shutdown",
+    ]
+    assert (rows[4]["decision"], rows[4]["resolved_by"]) == ("allow", "approval")
+
+
+async def test_a_denied_input_blocks_the_run_before_the_agent_sees_it(hooked: Engine) -> None:
+    out = await hooked.runner.start("deny_input", {"message": "refund 1004 25"}, principal="a")
+    assert out.status == "blocked", out
+    assert out.error is not None
+    assert "order 1004 is under review" in out.error
+    graph = hooked.registry.get("deny_input")
+    state = await graph.aget_state({"configurable": {"thread_id": out.thread_id}})
+    assert not state.values
+
+
+async def test_an_input_a_human_must_read_pauses_the_agent_until_approved(hooked: Engine) -> None:
+    out = await hooked.runner.start(
+        "escalate_input", {"message": "refund 1005 25"}, principal="alice"
+    )
+    assert out.status == "waiting", out
+    [request] = await _pending(hooked, out.run_id)
+    assert request.tool == "@input"
+    await hooked.decide(request.id, "approve", principal="bob")
+    await hooked.worker.drain()
+    # Past the input, the refund itself waits for its own decision.
+    [refund] = await _pending(hooked, out.run_id)
+    assert refund.tool == "issue_refund"
+    run = await _approve_all(hooked, out.run_id)
+    assert run.status == "completed"
+    assert len(await side_effects(hooked, out.run_id, "refund-1005")) == 1
+
+
+async def test_a_rejected_input_ends_the_run_blocked_without_the_message(hooked: Engine) -> None:
+    out = await hooked.runner.start(
+        "escalate_input", {"message": "refund 1005 25"}, principal="alice"
+    )
+    [request] = await _pending(hooked, out.run_id)
+    await hooked.decide(request.id, "reject", principal="bob", reason="no")
+    await hooked.worker.drain()
+    run = await hooked.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "blocked", run
+    graph = hooked.registry.get("escalate_input")
+    state = await graph.aget_state({"configurable": {"thread_id": out.thread_id}})
+    assert state.values["messages"] == []
+
+
+async def test_the_answer_reaches_the_caller_only_as_output_left_it(hooked: Engine) -> None:
+    out = await hooked.runner.start("mask_output", {"message": "refund 1001 25"}, principal="a")
+    run = await _approve_all(hooked, out.run_id)
+    assert run.answer == "success: refunded #.## on 1001"
+    graph = hooked.registry.get("mask_output")
+    state = await graph.aget_state({"configurable": {"thread_id": out.thread_id}})
+    assert "25.00" not in state.values["messages"][-1].content
+
+
+async def test_a_denied_answer_blocks_the_run_and_is_kept_nowhere(hooked: Engine) -> None:
+    out = await hooked.runner.start("deny_output", {"message": "refund 1001 25"}, principal="a")
+    run = await _approve_all(hooked, out.run_id)
+    assert run.status == "blocked", run
+    assert run.error is not None
+    assert "the answer is withheld" in run.error
+    graph = hooked.registry.get("deny_output")
+    async for snapshot in graph.aget_state_history({"configurable": {"thread_id": out.thread_id}}):
+        for m in snapshot.values.get("messages", []):
+            assert "refunded 25.00" not in str(m.content) or m.type == "tool"
+
+
+async def test_an_answer_a_human_must_read_waits_for_approval(hooked: Engine) -> None:
+    out = await hooked.runner.start("escalate_output", {"message": "refund 1001 25"}, principal="a")
+    await hooked.decide(out.pending[0], "approve", principal="bob")
+    await hooked.worker.drain()
+    [review] = await _pending(hooked, out.run_id)
+    assert review.tool == "@output"
+    run = await _approve_all(hooked, out.run_id)
+    assert run.status == "completed"
+    assert run.answer == "success: refunded 25.00 on 1001"
+
+
+async def test_a_denied_model_response_never_enters_the_conversation(hooked: Engine) -> None:
+    out = await hooked.runner.start("deny_tool_calls", {"message": "refund 1001 25"}, principal="a")
+    assert out.status == "blocked", out
+    assert out.error is not None
+    assert "tools are switched off" in out.error
+    assert await scalar(hooked, "select count(*) from approval_requests") == 0
+    graph = hooked.registry.get("deny_tool_calls")
+    state = await graph.aget_state({"configurable": {"thread_id": out.thread_id}})
+    assert [m.type for m in state.values["messages"]] == ["human"]
