@@ -180,24 +180,35 @@ class ToolReportedError(RuntimeError):
 
 
 def _result_of(answer: ToolMessage | Command[Any]) -> Any:
-    """What the ledger records for one execution: the tool message's content."""
+    """What the ledger records for one execution, and ``post_tool_call`` evaluates: the tool
+    message's content, or the object or array it is the JSON text of (LangChain turns a tool's
+    dict into that text; a policy must see the dict, as a ``build_agent`` tool's)."""
     if isinstance(answer, Command):
         raise TypeError("the tool returned a Command, which ApprovalMiddleware cannot record yet")
     if answer.status == "error":
         raise ToolReportedError(str(answer.content)[:500])
-    return answer.content
+    content = answer.content
+    if isinstance(content, str):
+        try:
+            value = json.loads(content)
+        except ValueError:
+            return content
+        if isinstance(value, dict | list):
+            return value
+    return content
 
 
 def _as_model_sees(message: ToolMessage) -> ToolMessage:
-    """The step's message with a text (or content-block) result given back as it was, not as
-    the JSON text the ledger's record is replayed as."""
+    """The step's message with a text result given back as the tool's text, not as the JSON
+    string the ledger's record is replayed as (objects stay JSON text, as LangChain gives
+    them)."""
     if message.status == "error":
         return message
     try:
         value = json.loads(str(message.content))
     except ValueError:
         return message
-    if isinstance(value, str | list):
+    if isinstance(value, str):
         return message.model_copy(update={"content": value})
     return message
 

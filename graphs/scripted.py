@@ -32,6 +32,8 @@ class ScriptedToolModel(BaseChatModel):
     knows the tools it calls) and answers with the script's message."""
 
     script: Script
+    #: What ``model_id`` policies see for it.
+    model_name: str = "scripted"
 
     @property
     def _llm_type(self) -> str:

@@ -14,7 +14,7 @@ from agent_hooks.ctk.harness import ToolSpec
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ConfigDict
 
-from graphs.scripted import ScriptedChatModel
+from graphs.scripted import Script, ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall
 
 
@@ -34,6 +34,11 @@ class VectorArgs(BaseModel):
 
 
 def scripted_model(scenario: Scenario) -> ScriptedChatModel:
+    return ScriptedChatModel(scripted_reply(scenario))
+
+
+def scripted_reply(scenario: Scenario) -> Script:
+    """The vector's model script as a function of the conversation."""
     responses = list(scenario.model_script)
 
     def reply(messages: list[BaseMessage]) -> AIMessage:
@@ -52,7 +57,7 @@ def scripted_model(scenario: Scenario) -> ScriptedChatModel:
             ],
         )
 
-    return ScriptedChatModel(reply)
+    return reply
 
 
 def scripted_tools(scenario: Scenario, invocations: list[dict[str, Any]]) -> list[GovernedTool]:
