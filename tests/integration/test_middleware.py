@@ -13,6 +13,7 @@ import pytest
 from langgraph.types import Command
 
 from approvals.errors import EditedArgumentsInvalid, GraphLoadError
+from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
 from tests.integration.helpers import scalar, side_effects
 from web.engine import Engine, open_engine
@@ -423,3 +424,20 @@ async def test_a_denied_model_response_never_enters_the_conversation(hooked: Eng
     graph = hooked.registry.get("deny_tool_calls")
     state = await graph.aget_state({"configurable": {"thread_id": out.thread_id}})
     assert [m.type for m in state.values["messages"]] == ["human"]
+
+
+@pytest.mark.parametrize(
+    ("interrupt_on", "error"),
+    [
+        ({"t": {"allowed_decisions": ["approve"], "when": lambda r: True}}, ValueError),
+        ({"t": {"allowed_decisions": ["approve"], "description": lambda *a: "x"}}, TypeError),
+        ({"t": {"allowed_decisions": ["maybe"]}}, ValueError),
+        ({"t": "yes"}, TypeError),
+    ],
+)
+def test_what_the_engine_cannot_honour_is_refused_when_the_agent_is_built(
+    interrupt_on: dict[str, Any], error: type[Exception]
+) -> None:
+    """Never later: a predicate re-run on resume could run a call nobody approved."""
+    with pytest.raises(error, match="interrupt_on"):
+        ApprovalMiddleware(interrupt_on=interrupt_on)
