@@ -76,6 +76,15 @@ def args_model_of(tool: BaseTool) -> type[BaseModel]:
     )
 
 
+def injected_arguments(tool: BaseTool) -> list[str]:
+    """The arguments of ``tool`` the model does not set (LangGraph injects them)."""
+    full, shown = tool.args_schema, tool.tool_call_schema
+    if not (isinstance(full, type) and issubclass(full, BaseModel)):
+        return []
+    visible = set(shown.model_fields) if isinstance(shown, type) else set()
+    return sorted(name for name in full.model_fields if name not in visible)
+
+
 def governed_view(
     tool: BaseTool,
     run: ToolRunner,

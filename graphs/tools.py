@@ -150,6 +150,13 @@ def governed_tool(
     docstring. See ``GovernedTool`` for the rest."""
 
     def wrap(fn: Callable[..., Awaitable[Any]]) -> GovernedTool:
+        if not inspect.iscoroutinefunction(fn):
+            # Refused here, when the tool is declared: awaited after a human approved the
+            # call, a plain function's result would fail the call that was just approved.
+            raise TypeError(
+                f"{getattr(fn, '__name__', fn)!r}: a governed tool is an async function "
+                "(`async def`); run blocking work in it with asyncio.to_thread"
+            )
         hints = get_type_hints(fn)
         params = list(inspect.signature(fn).parameters.values())
         if not params or hints.get(params[0].name) is not ToolCall:
@@ -185,11 +192,22 @@ def governed_tool(
 
 
 def from_langchain(tool: BaseTool, *, sensitive: bool = False) -> GovernedTool:
-    """Govern an existing LangChain tool. Its ``args_schema`` must be a pydantic model; the
-    idempotency key reaches it as ``config["metadata"]["idempotency_key"]``."""
-    schema = tool.args_schema
-    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
-        raise TypeError(f"tool {tool.name!r} has no pydantic args_schema")
+    """Govern an existing LangChain tool. Its ``args_schema`` is a pydantic model or a
+    JSON-schema document (MCP tools); the idempotency key reaches it as
+    ``config["metadata"]["idempotency_key"]``. A tool with injected arguments
+    (``InjectedState``, ``InjectedToolCallId``, ``ToolRuntime``, ...) is refused here: only
+    LangGraph's ``ToolNode`` fills them in, so use it with ``graphs.ApprovalMiddleware``."""
+    from graphs.lc_tools import args_model_of, injected_arguments
+
+    injected = injected_arguments(tool)
+    if injected:
+        # Refused now: the call would otherwise fail for the missing values after a human
+        # approved it.
+        raise TypeError(
+            f"tool {tool.name!r} takes injected arguments ({', '.join(injected)}), which only "
+            "a ToolNode fills in: give it to a create_agent agent with graphs.ApprovalMiddleware"
+        )
+    schema = args_model_of(tool)
 
     async def call_fn(args: BaseModel, call: ToolCall) -> Any:
         return await tool.ainvoke(

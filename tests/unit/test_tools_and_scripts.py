@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import StructuredTool
+from langchain_core.tools import InjectedToolCallId, StructuredTool, tool
 from pydantic import BaseModel, Field, ValidationError
 
 from approvals.errors import InvalidRunInput
@@ -210,3 +211,39 @@ def test_tool_counts_cover_the_current_run_only() -> None:
         result("issue_refund", status="error"),
     ]
     assert _tool_counts(thread) == {"issue_refund": 1, "lookup_order": 1}
+
+
+def test_a_sync_function_is_refused_as_a_governed_tool_when_declared() -> None:
+    """Refused at declaration, never after a human approved a call of it."""
+    with pytest.raises(TypeError, match="async function"):
+
+        @governed_tool(sensitive=True)
+        def pay(call: ToolCall, amount: float) -> dict[str, float]:
+            return {"paid": amount}
+
+
+async def test_a_json_schema_langchain_tool_is_governed_with_that_schema() -> None:
+    async def add(**kwargs: Any) -> int:
+        return int(kwargs["n"]) + 1
+
+    lc_tool = StructuredTool(
+        name="add_one",
+        description="Add one.",
+        args_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        coroutine=add,
+    )
+    governed = from_langchain(lc_tool, sensitive=True)
+    assert governed.args_schema()["properties"] == {"n": {"type": "integer"}}
+    assert governed.validate({"n": 2}).model_dump(mode="json") == {"n": 2}
+    with pytest.raises(ValidationError):
+        governed.validate({"n": "two"})
+
+
+def test_a_langchain_tool_with_injected_arguments_is_refused_when_wrapped() -> None:
+    @tool
+    def reply(text: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Reply."""
+        return text
+
+    with pytest.raises(TypeError, match="tool_call_id"):
+        from_langchain(reply)
