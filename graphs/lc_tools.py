@@ -81,7 +81,11 @@ def injected_arguments(tool: BaseTool) -> list[str]:
     full, shown = tool.args_schema, tool.tool_call_schema
     if not (isinstance(full, type) and issubclass(full, BaseModel)):
         return []
-    visible = set(shown.model_fields) if isinstance(shown, type) else set()
+    visible = (
+        set(shown.model_fields)
+        if isinstance(shown, type) and issubclass(shown, BaseModel)
+        else set()
+    )
     return sorted(name for name in full.model_fields if name not in visible)
 
 
