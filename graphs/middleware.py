@@ -145,7 +145,8 @@ def _governance(
     """``interrupt_on`` first, then the policy, then the given governance's interceptors."""
     interceptors: list[Interceptor] = []
     names: list[str] = []
-    if gates:
+    if gates or (policy is None and governance is None):
+        # Also alone, with no tool named: an emitter with no interceptor denies everything.
         interceptors.append(InterruptOn(gates, prefix))
         names.append("interrupt_on")
     if policy is not None:

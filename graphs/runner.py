@@ -304,6 +304,12 @@ class Runner:
             return RunOutcome(
                 run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=error
             )
+        foreign = await _foreign_interrupts(graph, config, result)
+        if foreign is not None:
+            log.error("run %s: %s", run_id, foreign, extra={"run_id": run_id})
+            return RunOutcome(
+                run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=foreign
+            )
         return _outcome_of(result, run_id, thread_id)
 
 
@@ -339,6 +345,39 @@ def _request_of(intr: Any) -> str | None:
     if isinstance(value, dict) and isinstance(value.get("request_id"), str):
         return str(value["request_id"])
     return None
+
+
+async def _foreign_interrupts(
+    graph: Pregel[Any, Any, Any, Any], config: RunnableConfig, result: Any
+) -> str | None:
+    """Why the run cannot wait, when it stopped on an ``interrupt()`` the engine did not
+    create (a tool's or a node's own, or another middleware's): no approval request names it,
+    so nothing could ever decide it and the run would wait forever. The error names the node."""
+    values = result if isinstance(result, dict) else {}
+    foreign = [i for i in values.get(INTERRUPT_CHANNEL) or [] if _request_of(i) is None]
+    if not foreign:
+        return None
+    ids = {str(getattr(i, "id", "")) for i in foreign}
+    state = await graph.aget_state(config, subgraphs=True)
+    nodes = sorted(_nodes_waiting_on(state, ids)) or ["unknown"]
+    value = repr(getattr(foreign[0], "value", None))[:200]
+    return (
+        f"the run stopped on an interrupt() the engine did not create, in node "
+        f"{', '.join(nodes)} (value {value}): nothing can decide it. Pause for a human through "
+        "the engine instead (ApprovalMiddleware interrupt_on, a policy, or a sensitive "
+        "governed tool)"
+    )[:1000]
+
+
+def _nodes_waiting_on(state: Any, ids: set[str]) -> set[str]:
+    """The names of the tasks (in subgraphs too) holding one of the interrupts ``ids``."""
+    names: set[str] = set()
+    for task in getattr(state, "tasks", ()):
+        if any(str(i.id) in ids for i in task.interrupts):
+            names.add(task.name)
+        if task.state is not None and not isinstance(task.state, dict):
+            names |= {f"{task.name}/{n}" for n in _nodes_waiting_on(task.state, ids)}
+    return names
 
 
 def _blocked_outcome(blocked: dict[str, Any], run_id: str, thread_id: str) -> RunOutcome:

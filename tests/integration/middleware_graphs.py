@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, t
 from langgraph.config import get_config
 from langgraph.prebuilt import InjectedState, ToolRuntime
 from langgraph.pregel import Pregel
+from langgraph.types import interrupt
 
 from graphs import ApprovalMiddleware
 from graphs.deps import GraphDeps
@@ -204,3 +205,26 @@ def _module_agent(*middleware: Any) -> Pregel[Any, Any, Any, Any]:
 plain_agent = _module_agent()
 governed_agent = _module_agent(ApprovalMiddleware(interrupt_on={"refund_anything": True}))
 marked_agent = ungoverned(_module_agent())
+
+
+@tool
+async def ask_a_human(question: str) -> str:
+    """Ask a human, with LangGraph's own interrupt(): nothing of the engine's."""
+    answer: str = interrupt({"question": question})
+    return answer
+
+
+def _asker_script(messages: list[BaseMessage]) -> AIMessage:
+    text, results = _since_user(messages)
+    if results:
+        return AIMessage(content=str(results[-1].content))
+    return AIMessage(
+        content="", tool_calls=[{"id": "ask-1", "name": "ask_a_human", "args": {"question": text}}]
+    )
+
+
+own_interrupt = create_agent(
+    ScriptedToolModel(script=_asker_script),
+    tools=[ask_a_human],
+    middleware=[ApprovalMiddleware(interrupt_on={})],
+)

@@ -441,3 +441,22 @@ def test_what_the_engine_cannot_honour_is_refused_when_the_agent_is_built(
     """Never later: a predicate re-run on resume could run a call nobody approved."""
     with pytest.raises(error, match="interrupt_on"):
         ApprovalMiddleware(interrupt_on=interrupt_on)
+
+
+async def test_a_run_stopped_by_an_interrupt_the_engine_did_not_create_fails_naming_the_node(
+    database_url: str, tmp_path: Path
+) -> None:
+    """It used to say "waiting" with nothing pending, which nobody could ever decide."""
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={"asker": "tests.integration.middleware_graphs:own_interrupt"},
+    )
+    async with open_engine(database_url, settings) as engine:
+        out = await engine.runner.start("asker", {"message": "which order?"}, principal="ann")
+        assert out.status == "failed", out
+        assert out.error is not None
+        assert "interrupt() the engine did not create, in node tools" in out.error
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.status == "failed"
