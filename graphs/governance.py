@@ -156,6 +156,10 @@ class Session:
         self._sequence = itertools.count(first_sequence)
         self._withdrawn: list[InterceptionRecord] = []
         self.shut_down = False
+        #: Why a deny stopped the run, when a node stopped it (``graphs.middleware``): what
+        #: the runner settles the run from even when the stopped agent is a node of another
+        #: graph, whose state does not carry the agent's.
+        self.blocked: dict[str, Any] | None = None
 
     def context(
         self,

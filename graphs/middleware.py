@@ -55,7 +55,7 @@ from approvals.policy import Policy, load_policy
 from approvals.ports import NewRequest
 from graphs.admission import Admission, InputGate, blocked_reason, emit_input, register_gate
 from graphs.agent import _refusals, _tool_counts, from_wire, to_wire
-from graphs.governance import ApprovalSlot, Governance, SessionHolder, session_of
+from graphs.governance import ApprovalSlot, Governance, Session, SessionHolder, session_of
 from graphs.lc_tools import args_model_of, governed_view
 from graphs.run_config import EngineRun
 from graphs.tool_step import ToolStep, control_error
@@ -233,6 +233,10 @@ class HostInputGate(InputGate):
     """The runner's input admission for a ``create_agent`` host: the same emissions as for a
     ``build_agent`` graph, handed to the agent in its own state's terms."""
 
+    #: The agent is a node of another graph, whose state cannot carry an input waiting for a
+    #: human to the agent: such an input stops the run instead of reaching the agent unread.
+    nested: bool = False
+
     async def admit(
         self, holder: SessionHolder, *, run_id: str, principal: str, message: str
     ) -> Admission:
@@ -242,6 +246,15 @@ class HostInputGate(InputGate):
         if admission.state is None:
             return admission
         state = admission.state
+        if self.nested and state.get("new_input"):
+            return Admission(
+                blocked={
+                    "point": "input",
+                    "reason": "input_review_unsupported",
+                    "message": "a policy sends this input to a human, and an ApprovalMiddleware "
+                    "agent nested in another graph cannot pause for that yet",
+                }
+            )
         return dataclasses.replace(
             admission,
             state={
@@ -342,6 +355,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         here = _point_slot(run, "input", turn, {"content": human.content})
         content, blocked = await emit_input(session, human.content, here)
         if blocked is not None:
+            session.blocked = blocked
             remove = [RemoveMessage(id=human.id)] if human.id else []
             return {**done, BLOCKED: blocked, "messages": remove, "jump_to": "end"}
         if content != human.content:
@@ -386,7 +400,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             await session.emit(ctx, here)
         except InterceptionBlocked as blocked:
-            return _stopped(blocked)
+            return _stopped(session, blocked)
         if ctx["messages"] != wire:
             request = request.override(messages=cast(list[AnyMessage], from_wire(ctx["messages"])))
         answered = await handler(request)
@@ -415,7 +429,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             await session.emit(ctx, here)
         except InterceptionBlocked as blocked:
-            return _stopped(blocked)
+            return _stopped(session, blocked)
         released = ctx["response"]
         if released["content"] != reply.content or released["tool_calls"] != calls:
             reply = AIMessage(
@@ -429,7 +443,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             try:
                 await session.emit(ctx, here)
             except InterceptionBlocked as blocked:
-                return _stopped(blocked)
+                return _stopped(session, blocked)
             final = ctx["output"]["content"]
             if final != reply.content:
                 reply = AIMessage(content=final if final is not None else "", id=reply.id)
@@ -505,12 +519,15 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return _as_model_sees(message)
 
 
-def _stopped(blocked: InterceptionBlocked) -> ExtendedModelResponse[Any]:
-    """A model call a deny stopped: nothing of it enters the conversation, the run ends, and
-    the state says why (what the runner settles the run as ``blocked`` from)."""
+def _stopped(session: Session, blocked: InterceptionBlocked) -> ExtendedModelResponse[Any]:
+    """A model call a deny stopped: nothing of it enters the conversation, the agent ends, and
+    its state and the run's session say why (what the runner settles the run as ``blocked``
+    from, also when the agent is a node of another graph)."""
+    reason = blocked_reason(blocked)
+    session.blocked = reason
     return ExtendedModelResponse(
         model_response=ModelResponse(result=[]),
-        command=Command(update={BLOCKED: blocked_reason(blocked), "jump_to": "end"}),
+        command=Command(update={BLOCKED: reason, "jump_to": "end"}),
     )
 
 
@@ -537,13 +554,16 @@ def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCa
                 for t in node.bound.tools_by_name.values()
             ]
             catalog.register(name, middleware.catalog_tools(tools), middleware.governance)
-            if g is graph:
+            if not found:
+                # The first one found (the top-level agent's, if it is one) governs the run's
+                # input; a nested one too, since a message reaches no node ungoverned.
                 register_gate(
                     graph,
                     HostInputGate(
                         graph=name,
                         governance=middleware.governance,
                         tools=tuple(sorted(t.name for t in tools)),
+                        nested=g is not graph,
                     ),
                 )
             found = True

@@ -275,6 +275,9 @@ class Runner:
         session = holder.session
         if session is None:
             return outcome
+        if outcome.status is RunStatus.COMPLETED and session.blocked is not None:
+            # A nested agent stopped by a deny: its parent's state does not say so.
+            outcome = _blocked_outcome(session.blocked, outcome.run_id, outcome.thread_id)
         if outcome.status is not RunStatus.WAITING:
             await session.shutdown(_SHUTDOWN_REASONS.get(outcome.status, "error"))
         return dataclasses.replace(outcome, records=tuple(record_row(r) for r in session.records()))

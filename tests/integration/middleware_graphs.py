@@ -13,6 +13,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
 from langgraph.config import get_config
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import InjectedState, ToolRuntime
 from langgraph.pregel import Pregel
 from langgraph.types import interrupt
@@ -69,6 +70,16 @@ def build(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
 
 
 def _refund_agent(deps: GraphDeps, middleware: ApprovalMiddleware) -> Pregel[Any, Any, Any, Any]:
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=[_recording_refund(deps)],
+        middleware=[middleware],
+        checkpointer=deps.checkpointer,
+        name="lc_refund",
+    )
+
+
+def _recording_refund(deps: GraphDeps) -> BaseTool:
 
     @tool
     async def issue_refund(
@@ -88,13 +99,7 @@ def _refund_agent(deps: GraphDeps, middleware: ApprovalMiddleware) -> Pregel[Any
         )
         return f"refunded {amount:.2f} on {order_id}"
 
-    return create_agent(
-        ScriptedToolModel(script=refund_script),
-        tools=[issue_refund],
-        middleware=[middleware],
-        checkpointer=deps.checkpointer,
-        name="lc_refund",
-    )
+    return issue_refund
 
 
 def _governed(*interceptors: Any) -> Any:
@@ -228,3 +233,37 @@ own_interrupt = create_agent(
     tools=[ask_a_human],
     middleware=[ApprovalMiddleware(interrupt_on={})],
 )
+
+
+def nested(deps: GraphDeps) -> StateGraph[Any, Any, Any, Any]:
+    """The governed agent as one node of the user's own graph, whose state holds only
+    ``messages``; registered as the builder (the engine compiles it with its saver)."""
+    return _nested(deps, ApprovalMiddleware(interrupt_on={"issue_refund": True}))
+
+
+def _nested(deps: GraphDeps, middleware: ApprovalMiddleware) -> StateGraph[Any, Any, Any, Any]:
+    agent = create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=[_recording_refund(deps)],
+        middleware=[middleware],
+    )
+    parent = StateGraph(MessagesState)
+    parent.add_node("assistant", agent)
+    parent.add_edge(START, "assistant")
+    parent.add_edge("assistant", END)
+    return parent
+
+
+def _nested_governed(*interceptors: Any) -> Any:
+    def factory(deps: GraphDeps) -> StateGraph[Any, Any, Any, Any]:
+        governance = Governance(interceptors=interceptors)
+        return _nested(
+            deps, ApprovalMiddleware(interrupt_on={"issue_refund": True}, governance=governance)
+        )
+
+    return factory
+
+
+nested_deny_output = _nested_governed(DenyOutput())
+nested_escalate_input = _nested_governed(EscalateInput())
+nested_deny_input = _nested_governed(DenyInput())

@@ -460,3 +460,67 @@ async def test_a_run_stopped_by_an_interrupt_the_engine_did_not_create_fails_nam
         run = await engine.runs.get(out.run_id)
         assert run is not None
         assert run.status == "failed"
+
+
+async def test_an_approval_inside_a_nested_agent_pauses_and_resumes_the_whole_run(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={"desk": "tests.integration.middleware_graphs:nested"},
+    )
+    async with open_engine(database_url, settings) as engine:
+        assert [t.name for t in engine.registry.tools("desk")] == ["issue_refund"]
+        out = await _start(engine, "refund 1001 25", graph="desk")
+        [request_id] = out.pending
+        assert await side_effects(engine, out.run_id, "refund-1001") == []
+        await engine.decide(request_id, "approve", principal="bob")
+        assert await engine.worker.drain() == 1
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.status == "completed", run
+        assert run.answer == "success: refunded 25.00 on 1001"
+        assert len(await side_effects(engine, out.run_id, "refund-1001")) == 1
+
+
+@pytest.fixture
+async def nest(database_url: str, tmp_path: Path) -> Any:
+    names = ("nested_deny_output", "nested_escalate_input", "nested_deny_input")
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={n: f"tests.integration.middleware_graphs:{n}" for n in names},
+    )
+    async with open_engine(database_url, settings) as engine:
+        yield engine
+
+
+async def test_a_deny_inside_a_nested_agent_blocks_the_run_its_parent_runs(nest: Engine) -> None:
+    """The parent's state holds only messages: the run still ends blocked, not completed
+    with the user's own message as its answer."""
+    out = await _start(nest, "refund 1001 25", graph="nested_deny_output")
+    await nest.decide(out.pending[0], "approve", principal="bob")
+    await nest.worker.drain()
+    run = await nest.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "blocked", run
+    assert run.error is not None
+    assert "the answer is withheld" in run.error
+
+
+async def test_a_nested_agents_input_is_governed_before_the_run_starts(nest: Engine) -> None:
+    denied = await nest.runner.start(
+        "nested_deny_input", {"message": "refund 1004 25"}, principal="a"
+    )
+    assert denied.status == "blocked", denied
+    assert denied.error is not None
+    assert "order 1004 is under review" in denied.error
+    # An input a human must read cannot pause a nested agent yet: stopped, never unread.
+    review = await nest.runner.start(
+        "nested_escalate_input", {"message": "refund 1005 25"}, principal="a"
+    )
+    assert review.status == "blocked", review
+    assert review.error is not None
+    assert "cannot pause for that yet" in review.error
+    assert await side_effects(nest, review.run_id, "refund-1005") == []
