@@ -14,11 +14,12 @@ the side-effect table, so a test sees how often it ran.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
-from typing import Any
+from typing import Any, NoReturn
 
-from agent_hooks import Decision, Transform, Verdict
+from agent_hooks import ApprovalRequest, ApprovalResolution, Decision, Transform, Verdict
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graphs.agent import AgentGraph, build_agent
@@ -88,6 +89,32 @@ def duplicate_call_ids(deps: GraphDeps) -> AgentGraph:
     )
 
 
+class UnreadableDecisions:
+    """An approval slot whose decision store cannot be read: what a failing database looks
+    like to a tool step (the step must neither deny nor pause the call)."""
+
+    awaiting_human = False
+    failed = False
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        self.failed = True
+        raise RuntimeError("the decision store cannot be read")
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        raise AssertionError("an unreadable slot never pauses")
+
+
+def unreadable_decision(deps: GraphDeps) -> AgentGraph:
+    """``pay`` escalates, and its decision cannot be read: the step fails as if the database
+    went away."""
+    return build_agent(
+        name="unreadable_decision",
+        model=ScriptedChatModel(reuse_script),
+        tools=[_pay_tool(deps)],
+        deps=dataclasses.replace(deps, slots=lambda new: UnreadableDecisions()),
+    )
+
+
 CARD = re.compile(r"\b\d{4}-\d{4}-\d{4}-\d{4}\b")
 
 
@@ -126,5 +153,5 @@ def mask_input(deps: GraphDeps) -> AgentGraph:
 
 GRAPHS = {
     name: f"tests.integration.call_id_graphs:{name}"
-    for name in ("reused_call_id", "duplicate_call_ids", "mask_input")
+    for name in ("reused_call_id", "duplicate_call_ids", "mask_input", "unreadable_decision")
 }

@@ -134,3 +134,19 @@ async def test_a_ledger_row_of_other_arguments_is_neither_replayed_nor_run(
         "jcs-sha256:other-arguments",
         ExecutionStatus.SUCCEEDED,
     )
+
+
+async def test_a_start_whose_step_fails_on_the_database_ends_failed_not_running(
+    scripted: Engine,
+) -> None:
+    # What two calls sharing an id once did: the step failed as "database unavailable" while
+    # the database was there, and the run stayed "running" with nothing left to go on with it.
+    out = await scripted.runner.start("unreadable_decision", {"message": "pay"}, principal="ann")
+    assert out.status == "failed", out
+    assert out.error is not None
+    assert "could not read the decision for pre_tool_call" in out.error
+    run = await scripted.runs.get(out.run_id)
+    assert run is not None
+    assert (run.status, run.error) == ("failed", out.error)
+    count = "select count(*) from demo_side_effects where run_id = %s"
+    assert await scalar(scripted, count, out.run_id) == 0
