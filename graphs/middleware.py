@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -318,6 +318,10 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     state_schema = ApprovalState
 
+    #: Whether this middleware's ``before_agent`` runs (in a ``create_agent`` agent): a
+    #: ``GovernedToolNode``'s does not, so an input waiting for a human stops its run.
+    pauses_for_input = True
+
     def catalog_tools(self, tools: Iterable[BaseTool]) -> list[GovernedTool]:
         """``tools`` as listings and edit checks see them (never run from there)."""
 
@@ -531,6 +535,38 @@ def _stopped(session: Session, blocked: InterceptionBlocked) -> ExtendedModelRes
     )
 
 
+class GovernedToolNode(ToolNode):
+    """A drop-in for LangGraph's ``ToolNode`` (in any ``StateGraph``, or given to
+    ``create_react_agent``) whose every call goes through the engine's tool step, as under
+    ``ApprovalMiddleware``: ``interrupt_on``, ``policy`` and ``governance`` are the
+    middleware's. Only the tool points are governed (a ``ToolNode`` sees no model call)."""
+
+    def __init__(
+        self,
+        tools: Sequence[BaseTool | Callable[..., Any]],
+        *,
+        interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
+        policy: str | Path | Policy | None = None,
+        governance: Governance | None = None,
+        name: str = "tools",
+        tags: list[str] | None = None,
+        messages_key: str = "messages",
+    ) -> None:
+        middleware = ApprovalMiddleware(
+            interrupt_on=interrupt_on, policy=policy, governance=governance
+        )
+        super().__init__(
+            tools,
+            name=name,
+            tags=tags,
+            messages_key=messages_key,
+            wrap_tool_call=middleware.wrap_tool_call,
+            awrap_tool_call=middleware.awrap_tool_call,
+        )
+        middleware.pauses_for_input = False
+        self.middleware = middleware
+
+
 _ASYNC_ONLY = (
     "ApprovalMiddleware is asynchronous: the approvals engine runs the agent with ainvoke/astream"
 )
@@ -563,7 +599,8 @@ def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCa
                         graph=name,
                         governance=middleware.governance,
                         tools=tuple(sorted(t.name for t in tools)),
-                        nested=g is not graph,
+                        # Only a create_agent agent's before_agent can pause for an input.
+                        nested=g is not graph or not middleware.pauses_for_input,
                     ),
                 )
             found = True
@@ -572,9 +609,12 @@ def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCa
 
 def _middlewares_in(graph: Pregel[Any, Any, Any, Any]) -> list[ApprovalMiddleware]:
     """The ``ApprovalMiddleware`` instances whose ``before_agent`` hook is a node of
-    ``graph`` (``create_agent`` adds one per middleware that has the hook)."""
+    ``graph`` (``create_agent`` adds one per middleware that has the hook), and those of its
+    ``GovernedToolNode``s."""
     found: list[ApprovalMiddleware] = []
     for node in graph.nodes.values():
+        if isinstance(node.bound, GovernedToolNode) and node.bound.middleware not in found:
+            found.append(node.bound.middleware)
         for attr in ("afunc", "func"):
             owner = getattr(getattr(node.bound, attr, None), "__self__", None)
             if isinstance(owner, ApprovalMiddleware) and owner not in found:

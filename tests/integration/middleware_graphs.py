@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from typing import Annotated, Any
 
 from agent_hooks import Verdict
@@ -14,11 +15,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
 from langgraph.config import get_config
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import InjectedState, ToolRuntime
+from langgraph.prebuilt import InjectedState, ToolRuntime, create_react_agent, tools_condition
 from langgraph.pregel import Pregel
 from langgraph.types import interrupt
 
-from graphs import ApprovalMiddleware
+from graphs import ApprovalMiddleware, GovernedToolNode
 from graphs.deps import GraphDeps
 from graphs.governance import Governance
 from graphs.registry import ungoverned
@@ -267,3 +268,34 @@ def _nested_governed(*interceptors: Any) -> Any:
 nested_deny_output = _nested_governed(DenyOutput())
 nested_escalate_input = _nested_governed(EscalateInput())
 nested_deny_input = _nested_governed(DenyInput())
+
+
+def tool_node_graph(deps: GraphDeps) -> StateGraph[Any, Any, Any, Any]:
+    """A hand-built LangGraph agent: a model node and a ``ToolNode``, the ``ToolNode``
+    swapped for ``GovernedToolNode``."""
+    model = ScriptedToolModel(script=refund_script)
+
+    async def call_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", call_model)
+    builder.add_node(
+        "tools",
+        GovernedToolNode([_recording_refund(deps)], interrupt_on={"issue_refund": True}),
+    )
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder
+
+
+def react_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """``create_react_agent`` given a ``GovernedToolNode`` for its tools."""
+    with warnings.catch_warnings():
+        # Deprecated in LangGraph 1.x in favour of create_agent, and still widely used.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return create_react_agent(
+            ScriptedToolModel(script=refund_script),
+            tools=GovernedToolNode([_recording_refund(deps)], interrupt_on={"issue_refund": True}),
+        )

@@ -524,3 +524,39 @@ async def test_a_nested_agents_input_is_governed_before_the_run_starts(nest: Eng
     assert review.error is not None
     assert "cannot pause for that yet" in review.error
     assert await side_effects(nest, review.run_id, "refund-1005") == []
+
+
+@pytest.mark.parametrize("graph", ["tool_node_graph", "react_agent"])
+async def test_a_governed_tool_node_pauses_and_runs_the_approved_call_once(
+    database_url: str, tmp_path: Path, graph: str
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={graph: f"tests.integration.middleware_graphs:{graph}"},
+    )
+    async with open_engine(database_url, settings) as engine:
+        [listed] = engine.registry.tools(graph)
+        assert listed.sensitive
+        assert set(listed.args_schema()["properties"]) == {"order_id", "amount"}
+        out = await _start(engine, "refund 1001 25 and 1002 40", graph=graph)
+        # A ToolNode given the whole state runs a turn's calls in one task: they may come up
+        # for decision one after the other. Each is decided once, by its call id.
+        decided = set()
+        for _ in range(4):
+            for request in await _pending(engine, out.run_id):
+                if request.call_id == "refund-1001":
+                    await engine.decide(request.id, "approve", principal="bob")
+                else:
+                    await engine.decide(request.id, "reject", principal="bob", reason="fraud")
+                decided.add(request.call_id)
+            await engine.worker.drain()
+        assert decided == {"refund-1001", "refund-1002"}
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.status == "completed", run
+        assert run.answer is not None
+        assert "success: refunded 25.00 on 1001" in run.answer
+        assert "fraud" in run.answer
+        assert len(await side_effects(engine, out.run_id, "refund-1001")) == 1
+        assert await side_effects(engine, out.run_id, "refund-1002") == []
