@@ -21,6 +21,7 @@ from langgraph.types import interrupt
 
 from graphs import ApprovalMiddleware, GovernedToolNode
 from graphs.deps import GraphDeps
+from graphs.examples.demo import external_call_latency
 from graphs.governance import Governance
 from graphs.registry import ungoverned
 from graphs.run_config import RUN_ID_KEY
@@ -98,6 +99,7 @@ def _recording_refund(deps: GraphDeps) -> BaseTool:
             tool="issue_refund",
             args={"order_id": order_id, "amount": amount, "seen": len(state["messages"])},
         )
+        await external_call_latency()
         return f"refunded {amount:.2f} on {order_id}"
 
     return issue_refund

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,11 @@ import pytest
 from langgraph.types import Command
 
 from approvals.errors import EditedArgumentsInvalid, GraphLoadError
+from approvals.model import ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
 from tests.integration.helpers import scalar, side_effects
+from tests.integration.processes import cli, eventually, spawn
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -560,3 +563,35 @@ async def test_a_governed_tool_node_pauses_and_runs_the_approved_call_once(
         assert "fraud" in run.answer
         assert len(await side_effects(engine, out.run_id, "refund-1001")) == 1
         assert await side_effects(engine, out.run_id, "refund-1002") == []
+
+
+@pytest.mark.slow
+async def test_a_worker_killed_during_a_middleware_tool_is_reconciled_never_rerun(
+    lc: Engine, cli_env: dict[str, str]
+) -> None:
+    out = await _start(lc, "refund 1001 25")
+    await lc.decide(out.pending[0], "approve", principal="bob")
+    env = {
+        **cli_env,
+        "APPROVALS_GRAPHS": json.dumps(GRAPHS),
+        "PYTHONPATH": str(Path(__file__).parents[2]),
+    }
+    worker = await spawn({**env, "APPROVALS_DEMO_TOOL_DELAY": "120"}, "worker")
+    # The refund went out; the tool has not returned, the ledger still says "started".
+    await eventually(lambda: side_effects(lc, out.run_id, "refund-1001"), timeout=60)
+    worker.send_signal(signal.SIGKILL)
+    await worker.wait()
+    [started] = await lc.ledger.for_run(out.run_id)
+    assert started.status is ExecutionStatus.STARTED
+
+    assert (await cli(env, "worker", "--drain")).json() == {"resumed": 1}
+    [unknown] = await lc.ledger.for_run(out.run_id)
+    assert unknown.status is ExecutionStatus.OUTCOME_UNKNOWN
+    [reconcile] = await _pending(lc, out.run_id)
+    assert reconcile.tool == "@reconcile:issue_refund"
+    await lc.decide(reconcile.id, "approve", principal="olga")
+    assert (await cli(env, "worker", "--drain")).json() == {"resumed": 1}
+    run = await lc.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "completed", run
+    assert len(await side_effects(lc, out.run_id, "refund-1001")) == 1  # never run again
