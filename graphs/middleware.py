@@ -200,16 +200,20 @@ def _result_of(answer: ToolMessage | Command[Any]) -> Any:
 
 
 def _as_model_sees(message: ToolMessage) -> ToolMessage:
-    """The step's message with a text result given back as the tool's text, not as the JSON
-    string the ledger's record is replayed as (objects stay JSON text, as LangChain gives
-    them)."""
+    """The step's message with a text or content-block result given back as the tool gave it,
+    not as the JSON text the ledger's record is replayed as (objects stay JSON text, as
+    LangChain gives them)."""
     if message.status == "error":
         return message
     try:
         value = json.loads(str(message.content))
     except ValueError:
         return message
-    if isinstance(value, str):
+    if isinstance(value, str) or (
+        isinstance(value, list)
+        and all(isinstance(v, str) or (isinstance(v, dict) and "type" in v) for v in value)
+    ):
+        # Text, or content blocks (what an MCP tool answers with): given back as they were.
         return message.model_copy(update={"content": value})
     return message
 

@@ -301,3 +301,16 @@ def react_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
             ScriptedToolModel(script=refund_script),
             tools=GovernedToolNode([_recording_refund(deps)], interrupt_on={"issue_refund": True}),
         )
+
+
+#: The tools of an MCP server, loaded through langchain-mcp-adapters by the test that registers
+#: ``mcp_agent`` (the session they call through lives in that test).
+MCP_TOOLS: list[BaseTool] = []
+
+
+def mcp_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=list(MCP_TOOLS),
+        middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
+    )

@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_mcp_adapters.tools import load_mcp_tools
 from langgraph.types import Command
+from mcp.server.fastmcp import FastMCP
+from mcp.shared.memory import create_connected_server_and_client_session
 
 from approvals.errors import EditedArgumentsInvalid, GraphLoadError
 from approvals.model import ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
+from tests.integration import middleware_graphs
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.processes import cli, eventually, spawn
 from web.engine import Engine, open_engine
@@ -595,3 +599,58 @@ async def test_a_worker_killed_during_a_middleware_tool_is_reconciled_never_reru
     assert run is not None
     assert run.status == "completed", run
     assert len(await side_effects(lc, out.run_id, "refund-1001")) == 1  # never run again
+
+
+async def test_an_mcp_tool_is_validated_by_its_schema_paused_and_run_once(
+    database_url: str, tmp_path: Path
+) -> None:
+    """A real MCP server, in process, its tool loaded through langchain-mcp-adapters: a
+    StructuredTool whose args_schema is the server's JSON schema."""
+    server = FastMCP("shop", log_level="WARNING")
+    refunds: list[tuple[str, float]] = []
+
+    @server.tool()
+    def issue_refund(order_id: str, amount: float) -> dict[str, Any]:
+        """Refund money on an order."""
+        refunds.append((order_id, amount))
+        return {"refunded": amount, "order_id": order_id}
+
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={"mcp": "tests.integration.middleware_graphs:mcp_agent"},
+    )
+    async with (
+        create_connected_server_and_client_session(server._mcp_server) as session,
+        open_engine(database_url, settings) as engine,
+    ):
+        middleware_graphs.MCP_TOOLS[:] = await load_mcp_tools(session)
+        try:
+            out = await _start(engine, "refund 1001 25", graph="mcp")
+            request = await engine.requests.get(out.pending[0])
+            assert request is not None
+            assert request.shown["args"] == {"order_id": "1001", "amount": 25}
+            assert request.args_schema["properties"]["amount"] == {
+                "title": "Amount",
+                "type": "number",
+            }
+            with pytest.raises(EditedArgumentsInvalid):
+                await engine.decide(
+                    out.pending[0], "approve", principal="bob", args={"order_id": "1001"}
+                )
+            await engine.decide(
+                out.pending[0],
+                "approve",
+                principal="bob",
+                args={"order_id": "1001", "amount": 10},
+            )
+            assert refunds == []
+            await engine.worker.drain()
+            run = await engine.runs.get(out.run_id)
+            assert run is not None
+            assert run.status == "completed", run
+            assert refunds == [("1001", 10.0)]
+            assert run.answer is not None
+            assert '"refunded": 10' in run.answer
+        finally:
+            middleware_graphs.MCP_TOOLS.clear()
