@@ -102,6 +102,9 @@ class InputGate:
     graph: str
     governance: Governance
     tools: tuple[str, ...]
+    #: The graph's own input keys a run's input may carry beside its message (``None``: the
+    #: input is exactly ``{"message": ...}``, as a ``build_agent`` graph takes it).
+    input_fields: tuple[str, ...] | None = None
 
     async def admit(
         self, holder: SessionHolder, *, run_id: str, principal: str, message: str

@@ -605,10 +605,22 @@ def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCa
                         tools=tuple(sorted(t.name for t in tools)),
                         # Only a create_agent agent's before_agent can pause for an input.
                         nested=g is not graph or not middleware.pauses_for_input,
+                        input_fields=_input_fields(graph),
                     ),
                 )
             found = True
     return found
+
+
+def _input_fields(graph: Pregel[Any, Any, Any, Any]) -> tuple[str, ...]:
+    """The keys of the graph's input a run may set beside its message: the agent's own state
+    (a ``state_schema``'s fields), never the engine's."""
+    try:
+        properties = graph.get_input_jsonschema().get("properties") or {}
+    except Exception:  # a schema LangGraph cannot describe: only the message is taken
+        return ()
+    engine = {"messages", NEW_INPUT, BLOCKED}
+    return tuple(sorted(k for k in properties if isinstance(k, str) and k not in engine))
 
 
 def _middlewares_in(graph: Pregel[Any, Any, Any, Any]) -> list[ApprovalMiddleware]:

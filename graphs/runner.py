@@ -73,6 +73,40 @@ class RunOutcome:
         }
 
 
+def parse_graph_input(value: Any, fields: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+    """The input of a graph that takes its own input (a ``create_agent`` agent): its new user
+    message, as ``{"messages": [{"role": "user", "content": "..."}]}`` (one message: the one
+    ``input`` governs) or ``{"message": "..."}``, and the graph's other input keys
+    (``fields``), passed on as they are. Anything else is refused, naming what the graph
+    takes."""
+    if not isinstance(value, dict):
+        raise InvalidRunInput('input must be a JSON object like {"messages": [...]}')
+    rest = {k: v for k, v in value.items() if k not in ("message", "messages")}
+    unknown = set(rest) - set(fields)
+    if unknown:
+        takes = ", ".join(["message", "messages", *fields])
+        raise InvalidRunInput(
+            f"unknown input field(s): {', '.join(sorted(unknown))} (this graph takes {takes})"
+        )
+    if "messages" in value:
+        if "message" in value:
+            raise InvalidRunInput('give "message" or "messages", not both')
+        messages = value["messages"]
+        if not isinstance(messages, list) or len(messages) != 1:
+            raise InvalidRunInput('"messages" must be a list holding the one new user message')
+        item = messages[0]
+        if isinstance(item, dict) and item.get("role", "user") in ("user", "human"):
+            if set(item) - {"role", "content", "type"}:
+                raise InvalidRunInput("a message has only role and content")
+            item = item.get("content")
+        if not isinstance(item, str):
+            raise InvalidRunInput(
+                'the message must be {"role": "user", "content": "..."} or a string'
+            )
+        return parse_input({"message": item}), rest
+    return parse_input({"message": value.get("message")}), rest
+
+
 def parse_input(value: Any) -> str:
     """Run input is ``{"message": "..."}``."""
     if not isinstance(value, dict):
@@ -108,15 +142,19 @@ class Runner:
         """Start a run of ``graph_name`` as ``principal``; returns when it finishes or pauses."""
         # Before anything is written (the run row, a checkpoint): InvalidValue names the field.
         check_inputs(input=input, thread_id=thread_id, principal=principal)
-        message = parse_input(input)
         if thread_id is not None and not (0 < len(thread_id) <= 200):
             raise InvalidRunInput("thread id must be 1 to 200 characters")
         graph = self._registry.get(graph_name)
+        gate = input_gate(graph)
+        extra: dict[str, Any] = {}
+        if gate is not None and gate.input_fields is not None:
+            message, extra = parse_graph_input(input, gate.input_fields)
+        else:
+            message = parse_input(input)
         run_id = str(uuid.uuid4())
         given_thread = thread_id is not None
         thread_id = thread_id or run_id
         holder = SessionHolder()
-        gate = input_gate(graph)
         if gate is None:
             admission = Admission(
                 state={
@@ -165,7 +203,8 @@ class Runner:
                 try:
                     outcome = await self._invoke(
                         graph,
-                        admission.state,
+                        # The graph's own input keys beside the message, as given.
+                        {**extra, **admission.state},
                         RunKeys(
                             run_id=run_id,
                             thread_id=thread_id,

@@ -10,7 +10,7 @@ import warnings
 from typing import Annotated, Any
 
 from agent_hooks import Verdict
-from langchain.agents import create_agent
+from langchain.agents import AgentState, create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
 from langgraph.config import get_config
@@ -312,5 +312,37 @@ def mcp_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
     return create_agent(
         ScriptedToolModel(script=refund_script),
         tools=list(MCP_TOOLS),
+        middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
+    )
+
+
+class ShopState(AgentState[Any]):
+    customer_id: str
+
+
+def shop_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """An agent with its own ``state_schema``: a run's input sets ``customer_id``, which the
+    tool reads from the state (injected: the model never sets it)."""
+
+    @tool
+    async def issue_refund(
+        order_id: str,
+        amount: float,
+        customer_id: Annotated[str, InjectedState("customer_id")],
+        tool_call_id: Annotated[str, InjectedToolCallId],
+    ) -> str:
+        """Refund money on an order."""
+        await deps.effects.record(
+            run_id=get_config()["configurable"][RUN_ID_KEY],
+            call_id=tool_call_id,
+            tool="issue_refund",
+            args={"order_id": order_id, "amount": amount, "customer_id": customer_id},
+        )
+        return f"refunded {amount:.2f} on {order_id} to {customer_id}"
+
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=[issue_refund],
+        state_schema=ShopState,
         middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
     )

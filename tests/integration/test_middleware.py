@@ -16,7 +16,7 @@ from langgraph.types import Command
 from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from approvals.errors import EditedArgumentsInvalid, GraphLoadError
+from approvals.errors import EditedArgumentsInvalid, GraphLoadError, InvalidRunInput
 from approvals.model import ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
@@ -654,3 +654,44 @@ async def test_an_mcp_tool_is_validated_by_its_schema_paused_and_run_once(
             assert '"refunded": 10' in run.answer
         finally:
             middleware_graphs.MCP_TOOLS.clear()
+
+
+async def test_a_run_takes_the_agents_own_input_and_state_fields(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={"shop": "tests.integration.middleware_graphs:shop_agent"},
+    )
+    async with open_engine(database_url, settings) as engine:
+        given = {
+            "messages": [{"role": "user", "content": "refund 1001 25"}],
+            "customer_id": "c-7",
+        }
+        out = await engine.runner.start("shop", given, principal="alice")
+        assert out.status == "waiting", out
+        request = await engine.requests.get(out.pending[0])
+        assert request is not None
+        # Injected from the state: not the model's to set, not shown as a parameter.
+        assert request.shown["args"] == {"order_id": "1001", "amount": 25.0}
+        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.worker.drain()
+        [effect] = await side_effects(engine, out.run_id, "refund-1001")
+        assert effect["args"]["customer_id"] == "c-7"
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.answer == "success: refunded 25.00 on 1001 to c-7"
+
+        with pytest.raises(InvalidRunInput, match=r"unknown input field.*basket.*customer_id"):
+            await engine.runner.start(
+                "shop", {"message": "refund 1001 25", "basket": 3}, principal="alice"
+            )
+        for bad in (
+            {"messages": []},
+            {"messages": [{"role": "assistant", "content": "hi"}]},
+            {"message": "x", "messages": [{"role": "user", "content": "y"}]},
+        ):
+            with pytest.raises(InvalidRunInput):
+                await engine.runner.start("shop", bad, principal="alice")
+        assert await scalar(engine, "select count(*) from runs") == 1
