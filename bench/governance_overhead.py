@@ -14,6 +14,11 @@ governed loop's ledger (execute-once) uses in-memory ports here, so what is meas
 governance layer and the loop's shape, not database round trips (``bench/approval_cycle.py``
 measures those). Prints p50/p90 per variant and the ratio governed / plain (target <= 1.15).
 
+* create_agent: langchain's ``create_agent`` with the same scripted model (as a LangChain chat
+  model) and a plain ``@tool``, no middleware.
+* middleware: the same ``create_agent`` agent with ``graphs.ApprovalMiddleware`` and the same 5
+  interceptors, its input admitted as the runner admits it; ratio middleware / create_agent.
+
 It also times the emitter on its own: the 28 contexts of one governed turn, captured, emitted
 again through a bare ``InterceptionEmitter`` with the same 5 interceptors. ``plain + emitter``
 over ``plain`` is the ratio no host built on this SDK can beat for this turn.
@@ -34,6 +39,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from agent_hooks import InterceptionEmitter, Verdict
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -42,10 +48,14 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from approvals.memory import MemoryToolLedger
 from approvals.ports import ApprovalRequests, SideEffectLog, ToolLedger
+from graphs import ApprovalMiddleware
+from graphs.admission import input_gate
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
 from graphs.governance import Governance, JsonContext, SessionHolder
-from graphs.scripted import ScriptedChatModel
+from graphs.middleware import register_hosts
+from graphs.run_config import engine_configurable
+from graphs.scripted import ScriptedChatModel, ScriptedToolModel
 from graphs.tools import ToolCall, governed_tool
 
 CALLS = 10
@@ -159,6 +169,37 @@ def _as(_kind: Any, value: Any) -> Any:
     return value
 
 
+# -- the create_agent variants -------------------------------------------------------------
+
+
+def build_create_agent(*, governed: bool) -> tuple[Any, GraphDeps]:
+    """``create_agent`` as a user writes it; ``governed`` adds ``ApprovalMiddleware`` with the
+    bench's 5 interceptors (nothing escalates)."""
+
+    @tool
+    def add(a: int, b: int) -> dict[str, int]:
+        """Add two numbers."""
+        return add_numbers(a, b)
+
+    deps = GraphDeps(
+        checkpointer=InMemorySaver(),
+        requests=_as(ApprovalRequests, NoRequests()),
+        ledger=_as(ToolLedger, MemoryToolLedger()),
+        effects=_as(SideEffectLog, NoEffects()),
+    )
+    governance = Governance(interceptors=[Inspecting(f"blocked_{i}") for i in range(5)])
+    middleware = [ApprovalMiddleware(governance=governance)] if governed else []
+    graph = create_agent(
+        ScriptedToolModel(script=script),
+        tools=[add],
+        middleware=middleware,
+        checkpointer=deps.checkpointer,
+    )
+    if governed:
+        register_hosts(graph, "bench-middleware", deps.catalog)
+    return graph, deps
+
+
 # -- measuring ---------------------------------------------------------------------------
 
 
@@ -185,6 +226,24 @@ async def governed_turn(graph: Any) -> None:
         config,
         durability="sync",
     )
+    assert out["messages"][-1].content.startswith("The sums add up to")
+    assert holder.session is not None
+    await holder.session.shutdown("completed")
+    assert len(holder.session.records()) == 2 + 2 * 2 + 2 * CALLS + 2
+
+
+async def middleware_turn(graph: Any, deps: GraphDeps) -> None:
+    """A turn as the runner runs it: input admitted first, the run's bookkeeping in the
+    config."""
+    run_id = str(uuid.uuid4())
+    holder = SessionHolder()
+    gate = input_gate(graph)
+    assert gate is not None
+    admission = await gate.admit(holder, run_id=run_id, principal="bench", message="add them")
+    assert admission.state is not None
+    engine = engine_configurable(run_id=run_id, principal="bench", graph="bench", deps=deps)
+    config = {"configurable": {"thread_id": run_id, **holder.config(), **engine}}
+    out = await graph.ainvoke(admission.state, config, durability="sync")
     assert out["messages"][-1].content.startswith("The sums add up to")
     assert holder.session is not None
     await holder.session.shutdown("completed")
@@ -245,12 +304,16 @@ async def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     plain, governed = build_plain(), build_governed()
+    bare, _ = build_create_agent(governed=False)
+    hosted, hosted_deps = build_create_agent(governed=True)
     contexts = await captured_contexts()
     copies = [copy.deepcopy(c) for c in contexts]
     variants: dict[str, Callable[[], Awaitable[None]]] = {
         "plain": lambda: plain_turn(plain),
         "governed": lambda: governed_turn(governed),
         "emitter": EmitterOnly(copies),
+        "create_agent": lambda: plain_turn(bare),
+        "middleware": lambda: middleware_turn(hosted, hosted_deps),
     }
     for _ in range(30):  # warm-up
         for fn in variants.values():
@@ -269,6 +332,12 @@ async def main() -> None:
         report[name] = {"p50_ms": statistics.median(values) * 1000, "p90_ms": q[8] * 1000}
     report["ratio_p50"] = report["governed"]["p50_ms"] / report["plain"]["p50_ms"]
     report["ratio_p90"] = report["governed"]["p90_ms"] / report["plain"]["p90_ms"]
+    report["ratio_middleware_p50"] = (
+        report["middleware"]["p50_ms"] / report["create_agent"]["p50_ms"]
+    )
+    report["ratio_middleware_p90"] = (
+        report["middleware"]["p90_ms"] / report["create_agent"]["p90_ms"]
+    )
     report["emissions_per_turn"] = len(contexts)
     report["floor_ratio_p50"] = (report["plain"]["p50_ms"] + report["emitter"]["p50_ms"]) / report[
         "plain"
@@ -279,13 +348,17 @@ async def main() -> None:
         print(json.dumps(report, indent=2))
         return
     print(f"one turn, {CALLS} allowed tool calls, 5 interceptors, in-memory checkpointer")
-    for name in ("plain", "governed", "emitter"):
+    for name in ("plain", "governed", "emitter", "create_agent", "middleware"):
         r = report[name]
-        print(f"  {name:<9} p50 {r['p50_ms']:7.2f} ms   p90 {r['p90_ms']:7.2f} ms")
+        print(f"  {name:<12} p50 {r['p50_ms']:7.2f} ms   p90 {r['p90_ms']:7.2f} ms")
     verdict = "met" if report["met"] else "NOT met"
     print(
         f"  ratio     p50 {report['ratio_p50']:.2f}x  p90 {report['ratio_p90']:.2f}x"
         f"   (target <= {TARGET}: {verdict})"
+    )
+    print(
+        f"  middleware / create_agent  p50 {report['ratio_middleware_p50']:.2f}x"
+        f"  p90 {report['ratio_middleware_p90']:.2f}x"
     )
     print(
         f"  the SDK's emitter alone costs {report['emitter']['p50_ms']:.2f} ms for the turn's "
