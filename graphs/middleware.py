@@ -498,8 +498,22 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if tool is not None:
 
             async def execute(args: dict[str, Any], tool_call: ToolCall) -> Any:
+                # The idempotency key reaches a tool that takes ``runtime: ToolRuntime`` as
+                # ``runtime.config["metadata"]["idempotency_key"]``, to pass to the systems it
+                # calls (the same for every attempt at this call, in any process).
+                runtime = request.runtime
+                metadata = {
+                    **(runtime.config.get("metadata") or {}),
+                    "idempotency_key": tool_call.idempotency_key,
+                }
+                keyed = dataclasses.replace(
+                    runtime, config={**runtime.config, "metadata": metadata}
+                )
                 answer = await handler(
-                    request.override(tool_call={**request.tool_call, "args": args})
+                    # (``override`` does not take the runtime; the request is a dataclass.)
+                    dataclasses.replace(
+                        request, tool_call={**request.tool_call, "args": args}, runtime=keyed
+                    )
                 )
                 return _result_of(answer)
 

@@ -97,7 +97,12 @@ def _recording_refund(deps: GraphDeps) -> BaseTool:
             run_id=run_id,
             call_id=tool_call_id,
             tool="issue_refund",
-            args={"order_id": order_id, "amount": amount, "seen": len(state["messages"])},
+            args={
+                "order_id": order_id,
+                "amount": amount,
+                "seen": len(state["messages"]),
+                "key": runtime.config["metadata"]["idempotency_key"],
+            },
         )
         await external_call_latency()
         return f"refunded {amount:.2f} on {order_id}"

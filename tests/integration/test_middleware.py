@@ -17,6 +17,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from approvals.errors import EditedArgumentsInvalid, GraphLoadError, InvalidRunInput
+from approvals.identity import idempotency_key
 from approvals.model import ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
@@ -70,6 +71,9 @@ async def test_a_gated_call_waits_with_its_request_recorded_and_runs_once_after_
     effects = await side_effects(lc, out.run_id, "refund-1001")
     assert len(effects) == 1
     assert effects[0]["args"]["amount"] == 25.0
+    # The key the tool can pass on: the same for every attempt at this call.
+    key = idempotency_key(run_id=out.run_id, call_id="refund-1001")
+    assert effects[0]["args"]["key"] == key
     executions = await scalar(
         lc, "select count(*) from tool_executions where run_id = %s", out.run_id
     )
