@@ -6,10 +6,13 @@ overrides."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import sys
 import weakref
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from langgraph.graph import StateGraph
@@ -63,12 +66,12 @@ class GraphRegistry:
         target = self._entries.get(name)
         if target is None:
             raise GraphNotFound(name, self.names())
-        module_name, _, attr = target.partition(":")
+        module_name, _, attr = target.rpartition(":")
         if not module_name or not attr:
             raise GraphLoadError(name, target, "expected 'module:attr'")
         try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
+            factory = getattr(_module(name, module_name), attr)
+        except (ImportError, AttributeError, OSError) as exc:
             raise GraphLoadError(name, target, str(exc)) from exc
         catalog = self._deps.catalog
         catalog.last_registered = None
@@ -120,6 +123,28 @@ class GraphRegistry:
                 "(the engine attaches its own)",
             )
         return built
+
+
+def _module(entry: str, location: str) -> Any:
+    """The module an entry names: a module path, or a Python file (as ``langgraph.json``
+    names graphs), loaded once under a name of its own."""
+    if not location.endswith(".py"):
+        return importlib.import_module(location)
+    path = Path(location)
+    module_name = f"approvals_graph_{hashlib.sha256(str(path).encode()).hexdigest()[:16]}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
 
 
 _UNGOVERNED: weakref.WeakSet[Pregel[Any, Any, Any, Any]] = weakref.WeakSet()

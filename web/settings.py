@@ -30,6 +30,30 @@ class WebhookTarget(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=100)
 
 
+def _langgraph_graphs(path: Path) -> dict[str, str]:
+    """The ``graphs`` map of a LangGraph ``langgraph.json``, as registry entries: a file path
+    (``./src/agent.py:graph``) is made absolute, relative to the file; a module path
+    (``agent.graph:graph``) stays as it is."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"{path}: {exc}") from exc
+    graphs = doc.get("graphs") if isinstance(doc, dict) else None
+    if not isinstance(graphs, dict):
+        raise ConfigurationError(f'{path}: no "graphs" object')
+    entries: dict[str, str] = {}
+    for name, spec in graphs.items():
+        # Newer files may give {"path": "...", "description": "..."}.
+        target = spec.get("path") if isinstance(spec, dict) else spec
+        if not isinstance(name, str) or not isinstance(target, str) or ":" not in target:
+            raise ConfigurationError(f'{path}: graphs entry {name!r} must be "path:attr"')
+        location, _, attr = target.rpartition(":")
+        if location.endswith(".py"):
+            location = str((path.parent / location).resolve())
+        entries[name] = f"{location}:{attr}"
+    return entries
+
+
 class Settings(BaseSettings):
     """Engine settings. ``database_url`` unset means: start the embedded PostgreSQL."""
 
@@ -142,13 +166,22 @@ class Settings(BaseSettings):
         return self
 
     def graph_entries(self) -> dict[str, str]:
-        """Registry entries: ``[graphs]`` of the config file, then ``APPROVALS_GRAPHS``."""
+        """Registry entries: the ``graphs`` of the ``langgraph.json`` the config file names
+        (``langgraph_json = "langgraph.json"``), then its ``[graphs]``, then
+        ``APPROVALS_GRAPHS``."""
         entries: dict[str, str] = {}
         if self.config_file.is_file():
             try:
                 doc: dict[str, Any] = tomllib.loads(self.config_file.read_text(encoding="utf-8"))
             except (tomllib.TOMLDecodeError, OSError) as exc:
                 raise ConfigurationError(f"{self.config_file}: {exc}") from exc
+            named = doc.get("langgraph_json")
+            if named is not None:
+                if not isinstance(named, str) or not named:
+                    raise ConfigurationError(
+                        f"{self.config_file}: langgraph_json must name a langgraph.json file"
+                    )
+                entries.update(_langgraph_graphs(self.config_file.parent / named))
             table = doc.get("graphs", {})
             if not isinstance(table, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in table.items()

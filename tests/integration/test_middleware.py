@@ -16,7 +16,12 @@ from langgraph.types import Command
 from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from approvals.errors import EditedArgumentsInvalid, GraphLoadError, InvalidRunInput
+from approvals.errors import (
+    ConfigurationError,
+    EditedArgumentsInvalid,
+    GraphLoadError,
+    InvalidRunInput,
+)
 from approvals.identity import idempotency_key
 from approvals.model import ExecutionStatus
 from graphs import ApprovalMiddleware
@@ -699,3 +704,51 @@ async def test_a_run_takes_the_agents_own_input_and_state_fields(
             with pytest.raises(InvalidRunInput):
                 await engine.runner.start("shop", bad, principal="alice")
         assert await scalar(engine, "select count(*) from runs") == 1
+
+
+AGENT_FILE = '''
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+
+from graphs import ApprovalMiddleware
+from graphs.scripted import ScriptedToolModel
+from tests.integration.middleware_graphs import refund_script
+
+
+@tool
+async def issue_refund(order_id: str, amount: float) -> str:
+    """Refund money on an order."""
+    return f"refunded {amount:.2f} on {order_id}"
+
+
+graph = create_agent(
+    ScriptedToolModel(script=refund_script),
+    tools=[issue_refund],
+    middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
+)
+'''
+
+
+async def test_graphs_are_read_from_an_existing_langgraph_json(
+    database_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "shop_agent.py").write_text(AGENT_FILE)
+    (tmp_path / "langgraph.json").write_text(
+        json.dumps({"dependencies": ["."], "graphs": {"shop": "./src/shop_agent.py:graph"}})
+    )
+    config = tmp_path / "approvals.toml"
+    config.write_text('langgraph_json = "langgraph.json"\n')
+    settings = Settings(database_url=database_url, config_file=config)
+    async with open_engine(database_url, settings) as engine:
+        assert "shop" in engine.registry.names()
+        out = await _start(engine, "refund 1001 25", graph="shop")
+        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.worker.drain()
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.answer == "success: refunded 25.00 on 1001"
+
+    (tmp_path / "langgraph.json").write_text(json.dumps({"graphs": {"shop": "no-attr"}}))
+    with pytest.raises(ConfigurationError, match="path:attr"):
+        Settings(database_url=database_url, config_file=config).graph_entries()
