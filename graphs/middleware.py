@@ -199,6 +199,31 @@ def _result_of(answer: ToolMessage | Command[Any]) -> Any:
     return content
 
 
+def _command_result(command: Command[Any], call_id: str) -> Any:
+    """What the ledger records for a tool that returned a ``Command``: the content of its
+    result message for this call (or that the command was applied)."""
+    update = command.update
+    if isinstance(update, dict):
+        for m in update.get("messages") or []:
+            if isinstance(m, ToolMessage) and m.tool_call_id == call_id:
+                if m.status == "error":
+                    raise ToolReportedError(str(m.content)[:500])
+                return _result_of(m)
+    return {"command": "applied"}
+
+
+def _with_message(command: Command[Any], message: ToolMessage) -> Command[Any]:
+    """``command`` with its result message for the call replaced by ``message`` (the result
+    as ``post_tool_call`` released it), or ``message`` added when it carried none."""
+    update = command.update if isinstance(command.update, dict) else {}
+    kept = [
+        m
+        for m in update.get("messages") or []
+        if not (isinstance(m, ToolMessage) and m.tool_call_id == message.tool_call_id)
+    ]
+    return dataclasses.replace(command, update={**update, "messages": [*kept, message]})
+
+
 def _as_model_sees(message: ToolMessage) -> ToolMessage:
     """The step's message with a text or content-block result given back as the tool gave it,
     not as the JSON text the ledger's record is replayed as (objects stay JSON text, as
@@ -495,6 +520,9 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 return control_error(call_id, name, refused)
         tool = request.tool
         tools = []
+        #: A ``Command`` the tool returned in this process (its state update is applied with
+        #: the result the step releases).
+        commands: list[Command[Any]] = []
         if tool is not None:
 
             async def execute(args: dict[str, Any], tool_call: ToolCall) -> Any:
@@ -515,6 +543,9 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                         request, tool_call={**request.tool_call, "args": args}, runtime=keyed
                     )
                 )
+                if isinstance(answer, Command):
+                    commands.append(answer)
+                    return _command_result(answer, call_id)
                 return _result_of(answer)
 
             tools.append(
@@ -538,7 +569,11 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             state_version=run.state_version,
             tool_counts=_tool_counts(messages),
         )
-        return _as_model_sees(message)
+        released = _as_model_sees(message)
+        if commands and released.status != "error" and isinstance(commands[0].update, dict):
+            # A withheld or failed result applies no state update either.
+            return _with_message(commands[0], released)
+        return released
 
 
 def _stopped(session: Session, blocked: InterceptionBlocked) -> ExtendedModelResponse[Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 from agent_hooks import Verdict
 from langchain.agents import AgentState, create_agent
@@ -17,7 +17,7 @@ from langgraph.config import get_config
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import InjectedState, ToolRuntime, create_react_agent, tools_condition
 from langgraph.pregel import Pregel
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 
 from graphs import ApprovalMiddleware, GovernedToolNode
 from graphs.deps import GraphDeps
@@ -349,5 +349,39 @@ def shop_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         ScriptedToolModel(script=refund_script),
         tools=[issue_refund],
         state_schema=ShopState,
+        middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
+    )
+
+
+class NotedState(AgentState[Any]):
+    note: NotRequired[str]
+
+
+def command_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """A tool that returns a ``Command``: its result message and a state update."""
+
+    @tool
+    async def issue_refund(
+        order_id: str, amount: float, tool_call_id: Annotated[str, InjectedToolCallId]
+    ) -> Command[Any]:
+        """Refund money on an order."""
+        await deps.effects.record(
+            run_id=get_config()["configurable"][RUN_ID_KEY],
+            call_id=tool_call_id,
+            tool="issue_refund",
+            args={"order_id": order_id, "amount": amount},
+        )
+        done = f"refunded {amount:.2f} on {order_id}"
+        return Command(
+            update={
+                "messages": [ToolMessage(content=done, tool_call_id=tool_call_id)],
+                "note": f"refund on {order_id}",
+            }
+        )
+
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=[issue_refund],
+        state_schema=NotedState,
         middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
     )

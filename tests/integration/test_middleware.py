@@ -752,3 +752,28 @@ async def test_graphs_are_read_from_an_existing_langgraph_json(
     (tmp_path / "langgraph.json").write_text(json.dumps({"graphs": {"shop": "no-attr"}}))
     with pytest.raises(ConfigurationError, match="path:attr"):
         Settings(database_url=database_url, config_file=config).graph_entries()
+
+
+async def test_a_tool_that_returns_a_command_runs_once_and_its_update_applies(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={"noted": "tests.integration.middleware_graphs:command_agent"},
+    )
+    async with open_engine(database_url, settings) as engine:
+        out = await _start(engine, "refund 1001 25", graph="noted")
+        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.worker.drain()
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.status == "completed", run
+        assert run.answer == "success: refunded 25.00 on 1001"
+        assert len(await side_effects(engine, out.run_id, "refund-1001")) == 1
+        [execution] = await engine.ledger.for_run(out.run_id)
+        assert execution.status == "succeeded"
+        assert execution.result == "refunded 25.00 on 1001"
+        graph = engine.registry.get("noted")
+        state = await graph.aget_state({"configurable": {"thread_id": out.thread_id}})
+        assert state.values["note"] == "refund on 1001"
