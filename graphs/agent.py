@@ -420,10 +420,16 @@ async def close_cancelled(
         ]
         await graph.aupdate_state(config, {"messages": [*finished, *cancelled]}, as_node="tools")
         waiting = set((await graph.aget_state(config)).next)
-    if waiting == {"agent"}:
-        await graph.aupdate_state(
-            config, {"messages": [AIMessage(content=notice)]}, as_node="agent"
-        )
+    if waiting in ({"agent"}, {"model"}):
+        # ("model": a create_agent agent's model node, under ApprovalMiddleware.)
+        (node,) = waiting
+        await graph.aupdate_state(config, {"messages": [AIMessage(content=notice)]}, as_node=node)
+    elif len(waiting) == 1 and next(iter(waiting)).endswith(".before_agent"):
+        # A create_agent agent whose input waits for a human (graphs.middleware): it ends.
+        (node,) = waiting
+        blocked = {"point": "input", "reason": "cancelled", "message": notice}
+        ended = {"approvals_new_input": False, "approvals_blocked": blocked, "jump_to": "end"}
+        await graph.aupdate_state(config, ended, as_node=node)
     elif waiting == {"start"}:
         blocked = {"point": "input", "reason": "cancelled", "message": notice}
         ended = {"new_input": False, "startup_emitted": False, "blocked": blocked}

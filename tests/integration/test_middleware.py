@@ -21,11 +21,13 @@ from approvals.errors import (
     EditedArgumentsInvalid,
     GraphLoadError,
     InvalidRunInput,
+    ThreadBusy,
 )
 from approvals.identity import idempotency_key
 from approvals.model import ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
+from storage.ops import PgOperations
 from tests.integration import middleware_graphs
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.processes import cli, eventually, spawn
@@ -777,3 +779,36 @@ async def test_a_tool_that_returns_a_command_runs_once_and_its_update_applies(
         graph = engine.registry.get("noted")
         state = await graph.aget_state({"configurable": {"thread_id": out.thread_id}})
         assert state.values["note"] == "refund on 1001"
+
+
+async def test_a_thread_whose_middleware_run_was_cancelled_takes_new_input(lc: Engine) -> None:
+    out = await _start(lc, "refund 1001 25")
+    with pytest.raises(ThreadBusy):
+        await lc.runner.start(
+            "lc_refund", {"message": "refund 1002 40"}, principal="alice", thread_id=out.thread_id
+        )
+    await PgOperations(lc.db).cancel(out.run_id, principal="ops", reason="wrong order")
+    follow_up = await lc.runner.start(
+        "lc_refund", {"message": "refund 1002 40"}, principal="alice", thread_id=out.thread_id
+    )
+    assert follow_up.status == "waiting", follow_up
+    graph = lc.registry.get("lc_refund")
+    state = await graph.aget_state({"configurable": {"thread_id": out.thread_id}})
+    results = {m.tool_call_id: m for m in state.values["messages"] if m.type == "tool"}
+    assert json.loads(str(results["refund-1001"].content))["error"]["code"] == "cancelled"
+    assert await side_effects(lc, out.run_id, "refund-1001") == []
+
+
+async def test_a_thread_whose_input_review_was_cancelled_takes_new_input(hooked: Engine) -> None:
+    out = await hooked.runner.start(
+        "escalate_input", {"message": "refund 1005 25"}, principal="alice"
+    )
+    assert out.status == "waiting"
+    await PgOperations(hooked.db).cancel(out.run_id, principal="ops", reason="not today")
+    follow_up = await hooked.runner.start(
+        "escalate_input", {"message": "refund 1001 25"}, principal="alice", thread_id=out.thread_id
+    )
+    assert follow_up.status == "waiting", follow_up
+    [request] = await _pending(hooked, follow_up.run_id)
+    assert request.tool == "issue_refund"
+    assert await side_effects(hooked, out.run_id, "refund-1005") == []
