@@ -328,7 +328,9 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ``interrupt_on`` maps a tool name to ``True`` (a human decides every call, and may edit
     it), ``False`` (no question) or ``{"allowed_decisions": [...], "description": "..."}``
     (``"edit"`` among the decisions lets the approver edit the arguments; the description is
-    the reason the approver is shown). ``policy`` (a policy file or a loaded ``Policy``) and
+    the reason the approver is shown). ``interrupt_mode`` is accepted as
+    ``HumanInTheLoopMiddleware`` takes it; every call is its own request here either way.
+    ``policy`` (a policy file or a loaded ``Policy``) and
     ``governance`` add what ``build_agent`` takes; every call of every tool goes through them.
     """
 
@@ -339,8 +341,13 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         policy: str | Path | Policy | None = None,
         governance: Governance | None = None,
         description_prefix: str = "Tool execution requires approval",
+        interrupt_mode: str = "per_call",
     ) -> None:
         super().__init__()
+        if interrupt_mode not in ("per_call", "batched"):
+            raise ValueError('interrupt_mode must be "per_call" or "batched"')
+        # Accepted so that switching from HumanInTheLoopMiddleware is one word: either way,
+        # each call here is its own request, decided and resumed on its own.
         self._gates = _gates(interrupt_on or {}, description_prefix)
         self.governance = _governance(self._gates, description_prefix, policy, governance)
         self._models: dict[int, tuple[BaseTool, type[BaseModel]]] = {}

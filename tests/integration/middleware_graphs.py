@@ -385,3 +385,12 @@ def command_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         state_schema=NotedState,
         middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
     )
+
+
+def described(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """``interrupt_on`` with ``allowed_decisions`` (no edit) and a description, as
+    ``HumanInTheLoopMiddleware`` takes it."""
+    gate = {"allowed_decisions": ["approve", "reject"], "description": "Check the amount first"}
+    return _refund_agent(
+        deps, ApprovalMiddleware(interrupt_on={"issue_refund": gate}, interrupt_mode="per_call")
+    )

@@ -20,6 +20,7 @@ from approvals.errors import (
     ConfigurationError,
     EditedArgumentsInvalid,
     GraphLoadError,
+    InvalidDecision,
     InvalidRunInput,
     ThreadBusy,
 )
@@ -812,3 +813,24 @@ async def test_a_thread_whose_input_review_was_cancelled_takes_new_input(hooked:
     [request] = await _pending(hooked, follow_up.run_id)
     assert request.tool == "issue_refund"
     assert await side_effects(hooked, out.run_id, "refund-1005") == []
+
+
+async def test_allowed_decisions_and_description_shape_the_request(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={"described": "tests.integration.middleware_graphs:described"},
+    )
+    async with open_engine(database_url, settings) as engine:
+        out = await _start(engine, "refund 1001 25", graph="described")
+        request = await engine.requests.get(out.pending[0])
+        assert request is not None
+        assert request.reason == "Check the amount first"
+        assert not request.allow_edit
+        with pytest.raises(InvalidDecision):
+            await engine.decide(
+                out.pending[0], "approve", principal="bob", args={"order_id": "1001", "amount": 1}
+            )
+        assert await side_effects(engine, out.run_id, "refund-1001") == []
