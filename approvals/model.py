@@ -7,7 +7,7 @@ strings stored in PostgreSQL.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -309,9 +309,13 @@ class Run:
     answer: str | None
     created_at: datetime
     updated_at: datetime
+    #: The run's input as admitted (what a resume passes to the graph again: its context and
+    #: configurable values, which LangGraph does not checkpoint).
+    input: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
+        given = row.get("input")
         return cls(
             id=str(row["id"]),
             thread_id=row["thread_id"],
@@ -322,6 +326,7 @@ class Run:
             answer=row["answer"],
             created_at=row["created_at"],
             updated_at=row["updated_at"],
+            input=given if isinstance(given, dict) else {},
         )
 
 

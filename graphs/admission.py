@@ -105,6 +105,8 @@ class InputGate:
     #: The graph's own input keys a run's input may carry beside its message (``None``: the
     #: input is exactly ``{"message": ...}``, as a ``build_agent`` graph takes it).
     input_fields: tuple[str, ...] | None = None
+    #: The graph has a ``context_schema``: a run's input may carry its ``context``.
+    takes_context: bool = False
 
     async def admit(
         self, holder: SessionHolder, *, run_id: str, principal: str, message: str

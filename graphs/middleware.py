@@ -662,6 +662,7 @@ def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCa
                         # Only a create_agent agent's before_agent can pause for an input.
                         nested=g is not graph or not middleware.pauses_for_input,
                         input_fields=_input_fields(graph),
+                        takes_context=getattr(graph, "context_schema", None) is not None,
                     ),
                 )
             found = True

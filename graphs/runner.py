@@ -73,18 +73,64 @@ class RunOutcome:
         }
 
 
-def parse_graph_input(value: Any, fields: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GraphInput:
+    """A host graph's run input: the message ``input`` governs, the graph's other input keys,
+    and what its invocations get beside the state."""
+
+    message: str
+    state: dict[str, Any]
+    #: For the graph's ``context_schema``.
+    context: dict[str, Any] | None = None
+    #: The caller's ``configurable`` values (the engine's own keys cannot be set).
+    configurable: dict[str, Any] | None = None
+
+    def kept(self) -> dict[str, Any]:
+        """What the run's row keeps besides the message: what a resume passes again."""
+        out: dict[str, Any] = {}
+        if self.context is not None:
+            out["context"] = self.context
+        if self.configurable:
+            out["configurable"] = self.configurable
+        return out
+
+
+#: ``configurable`` keys a caller cannot set: the thread, LangGraph's and the engine's own.
+_RESERVED_PREFIXES = ("__", "approvals_", "checkpoint_")
+_RESERVED_KEYS = frozenset({"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map"})
+
+
+def parse_graph_input(value: Any, fields: tuple[str, ...], *, takes_context: bool) -> GraphInput:
     """The input of a graph that takes its own input (a ``create_agent`` agent): its new user
     message, as ``{"messages": [{"role": "user", "content": "..."}]}`` (one message: the one
-    ``input`` governs) or ``{"message": "..."}``, and the graph's other input keys
-    (``fields``), passed on as they are. Anything else is refused, naming what the graph
-    takes."""
+    ``input`` governs) or ``{"message": "..."}``; the graph's other input keys (``fields``),
+    passed on as they are; ``context`` (when the graph has a ``context_schema``) and
+    ``configurable``, given to each of its invocations. Anything else is refused, naming what
+    the graph takes."""
     if not isinstance(value, dict):
         raise InvalidRunInput('input must be a JSON object like {"messages": [...]}')
-    rest = {k: v for k, v in value.items() if k not in ("message", "messages")}
+    context = value.get("context")
+    if "context" in value and (not takes_context or not isinstance(context, dict)):
+        raise InvalidRunInput(
+            '"context" must be an object, for a graph with a context_schema'
+            if takes_context
+            else "this graph has no context_schema: it takes no context"
+        )
+    configurable = value.get("configurable")
+    if "configurable" in value:
+        if not isinstance(configurable, dict):
+            raise InvalidRunInput('"configurable" must be an object')
+        reserved = sorted(
+            k for k in configurable if k in _RESERVED_KEYS or k.startswith(_RESERVED_PREFIXES)
+        )
+        if reserved:
+            raise InvalidRunInput(f"configurable key(s) the engine sets: {', '.join(reserved)}")
+    own = ("message", "messages", "context", "configurable")
+    rest = {k: v for k, v in value.items() if k not in own}
     unknown = set(rest) - set(fields)
     if unknown:
-        takes = ", ".join(["message", "messages", *fields])
+        extra = ["context"] if takes_context else []
+        takes = ", ".join(["message", "messages", *fields, *extra, "configurable"])
         raise InvalidRunInput(
             f"unknown input field(s): {', '.join(sorted(unknown))} (this graph takes {takes})"
         )
@@ -103,8 +149,14 @@ def parse_graph_input(value: Any, fields: tuple[str, ...]) -> tuple[str, dict[st
             raise InvalidRunInput(
                 'the message must be {"role": "user", "content": "..."} or a string'
             )
-        return parse_input({"message": item}), rest
-    return parse_input({"message": value.get("message")}), rest
+    else:
+        item = value.get("message")
+    return GraphInput(
+        message=parse_input({"message": item}),
+        state=rest,
+        context=context,
+        configurable=configurable,
+    )
 
 
 def parse_input(value: Any) -> str:
@@ -146,9 +198,10 @@ class Runner:
             raise InvalidRunInput("thread id must be 1 to 200 characters")
         graph = self._registry.get(graph_name)
         gate = input_gate(graph)
-        extra: dict[str, Any] = {}
+        given = GraphInput(message="", state={})
         if gate is not None and gate.input_fields is not None:
-            message, extra = parse_graph_input(input, gate.input_fields)
+            given = parse_graph_input(input, gate.input_fields, takes_context=gate.takes_context)
+            message = given.message
         else:
             message = parse_input(input)
         run_id = str(uuid.uuid4())
@@ -191,6 +244,8 @@ class Runner:
 
         # The run's row keeps the input as admitted: nothing of a denied one.
         kept = {"message": admission.message} if admission.message is not None else {}
+        if admission.state is not None:
+            kept.update(given.kept())
         new = NewRun(
             run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=kept
         )
@@ -204,12 +259,14 @@ class Runner:
                     outcome = await self._invoke(
                         graph,
                         # The graph's own input keys beside the message, as given.
-                        {**extra, **admission.state},
+                        {**given.state, **admission.state},
                         RunKeys(
                             run_id=run_id,
                             thread_id=thread_id,
                             principal=principal,
                             graph=graph_name,
+                            context=given.context,
+                            configurable=given.configurable,
                         ),
                         holder,
                     )
@@ -251,6 +308,9 @@ class Runner:
             thread_id=job.thread_id,
             principal=run.started_by if run is not None else "",
             graph=job.graph,
+            # LangGraph checkpoints neither: the run's row kept them.
+            context=run.input.get("context") if run is not None else None,
+            configurable=run.input.get("configurable") if run is not None else None,
         )
         outcome = await self._invoke(graph, payload, keys, holder)
         await claimed.complete(
@@ -304,9 +364,14 @@ class Runner:
             run_id=run_id, principal=keys.principal, graph=keys.graph, deps=self._registry.deps
         )
         config: RunnableConfig = {
-            "configurable": {"thread_id": thread_id, **holder.config(), **engine}
+            "configurable": {
+                **(keys.configurable or {}),
+                "thread_id": thread_id,
+                **holder.config(),
+                **engine,
+            }
         }
-        outcome = await self._invoke_in(graph, payload, run_id, thread_id, config)
+        outcome = await self._invoke_in(graph, payload, run_id, thread_id, config, keys.context)
         return await self._ended(holder, outcome)
 
     async def _ended(self, holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
@@ -328,6 +393,7 @@ class Runner:
         run_id: str,
         thread_id: str,
         config: RunnableConfig,
+        context: dict[str, Any] | None = None,
     ) -> RunOutcome:
         try:
             # durability="sync": a step's checkpoint is written before the next step starts. With
@@ -335,7 +401,7 @@ class Runner:
             # the checkpoint holding the model's tool calls is still being written; a crash then
             # replays the model, which may propose other calls, and the recorded call is
             # orphaned (or a different call repeats its effect).
-            result = await graph.ainvoke(payload, config, durability="sync")
+            result = await graph.ainvoke(payload, config, context=context, durability="sync")
         except Exception as exc:  # a host failure stops the run, visibly
             if isinstance(exc, DatabaseUnavailable) or self._transient(exc):
                 # The database went away mid-step: nothing is lost (the step re-runs from its
@@ -363,6 +429,8 @@ class RunKeys:
     thread_id: str
     principal: str
     graph: str
+    context: dict[str, Any] | None = None
+    configurable: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

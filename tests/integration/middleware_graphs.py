@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired
 
 from agent_hooks import Verdict
@@ -393,4 +394,35 @@ def described(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
     gate = {"allowed_decisions": ["approve", "reject"], "description": "Check the amount first"}
     return _refund_agent(
         deps, ApprovalMiddleware(interrupt_on={"issue_refund": gate}, interrupt_mode="per_call")
+    )
+
+
+@dataclass
+class ShopContext:
+    customer_id: str
+
+
+def context_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """An agent with a ``context_schema``; its tool reads the run's context and a
+    ``configurable`` value the caller set."""
+
+    @tool
+    async def issue_refund(order_id: str, amount: float, runtime: ToolRuntime[ShopContext]) -> str:
+        """Refund money on an order."""
+        context = runtime.context
+        assert isinstance(context, ShopContext)
+        region = runtime.config["configurable"]["region"]
+        await deps.effects.record(
+            run_id=runtime.config["configurable"][RUN_ID_KEY],
+            call_id=str(runtime.tool_call_id),
+            tool="issue_refund",
+            args={"order_id": order_id, "customer": context.customer_id, "region": region},
+        )
+        return f"refunded {amount:.2f} on {order_id} for {context.customer_id} in {region}"
+
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=[issue_refund],
+        context_schema=ShopContext,
+        middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
     )

@@ -834,3 +834,44 @@ async def test_allowed_decisions_and_description_shape_the_request(
                 out.pending[0], "approve", principal="bob", args={"order_id": "1001", "amount": 1}
             )
         assert await side_effects(engine, out.run_id, "refund-1001") == []
+
+
+async def test_context_and_configurable_reach_the_tools_also_after_the_pause(
+    database_url: str, tmp_path: Path
+) -> None:
+    """LangGraph checkpoints neither: the worker that resumes the run passes them again."""
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={
+            "ctx": "tests.integration.middleware_graphs:context_agent",
+            "lc_refund_plain": "tests.integration.middleware_graphs:build",
+        },
+    )
+    async with open_engine(database_url, settings) as engine:
+        given = {
+            "message": "refund 1001 25",
+            "context": {"customer_id": "c-9"},
+            "configurable": {"region": "eu"},
+        }
+        out = await engine.runner.start("ctx", given, principal="alice")
+        assert out.status == "waiting", out
+        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.worker.drain()
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.answer == "success: refunded 25.00 on 1001 for c-9 in eu", run
+        [effect] = await side_effects(engine, out.run_id, "refund-1001")
+        assert (effect["args"]["customer"], effect["args"]["region"]) == ("c-9", "eu")
+
+        for bad in (
+            {"message": "x", "configurable": {"approvals_principal": "mallory"}},
+            {"message": "x", "configurable": {"thread_id": "other"}},
+            {"message": "x", "context": "c-9"},
+        ):
+            with pytest.raises(InvalidRunInput):
+                await engine.runner.start("ctx", bad, principal="alice")
+        with pytest.raises(InvalidRunInput, match="no context_schema"):
+            await engine.runner.start(
+                "lc_refund_plain", {"message": "x", "context": {}}, principal="alice"
+            )
