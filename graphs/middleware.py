@@ -72,7 +72,7 @@ class Gate:
     description: str | None
 
 
-def _gates(interrupt_on: Mapping[str, Any], prefix: str) -> dict[str, Gate]:
+def _gates(interrupt_on: Mapping[str, Any]) -> dict[str, Gate]:
     """``interrupt_on`` read the way ``HumanInTheLoopMiddleware`` reads it; what this engine
     cannot honour is refused here, when the agent is built, never after an approval."""
     gates: dict[str, Gate] = {}
@@ -348,7 +348,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise ValueError('interrupt_mode must be "per_call" or "batched"')
         # Accepted so that switching from HumanInTheLoopMiddleware is one word: either way,
         # each call here is its own request, decided and resumed on its own.
-        self._gates = _gates(interrupt_on or {}, description_prefix)
+        self._gates = _gates(interrupt_on or {})
         self.governance = _governance(self._gates, description_prefix, policy, governance)
         self._models: dict[int, tuple[BaseTool, type[BaseModel]]] = {}
 
