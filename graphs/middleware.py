@@ -59,7 +59,7 @@ from graphs.governance import ApprovalSlot, Governance, Session, SessionHolder, 
 from graphs.lc_tools import args_model_of, governed_view
 from graphs.run_config import EngineRun
 from graphs.tool_step import ToolStep, control_error
-from graphs.tools import GovernedTool, ToolCall, ToolCatalog
+from graphs.tools import GOVERNED_KEY, GovernedTool, ToolCall, ToolCatalog
 
 DECISIONS = frozenset({"approve", "edit", "reject", "respond"})
 
@@ -117,15 +117,21 @@ class InterruptOn:
     """At ``pre_tool_call``, a call of a tool named in ``interrupt_on`` is a liftable deny:
     a human decides it, with the edit permission its ``allowed_decisions`` give."""
 
-    def __init__(self, gates: Mapping[str, Gate], prefix: str) -> None:
+    def __init__(
+        self, gates: Mapping[str, Gate], prefix: str, *, sensitive_escalates: bool = False
+    ) -> None:
         self._gates = dict(gates)
         self._prefix = prefix
+        self._sensitive_escalates = sensitive_escalates
 
     def intercept(self, context: dict[str, Any], /) -> Verdict:
         if context.get("interception_point") != "pre_tool_call":
             return Verdict.allow()
         name = context.get("tool_call", {}).get("name")
         gate = self._gates.get(name) if isinstance(name, str) else None
+        if gate is None and self._sensitive_escalates and _marked_sensitive(context):
+            # A governed tool marked sensitive, with no policy to decide: as build_agent does.
+            gate = Gate(allow_edit=True, description=None)
         if gate is None:
             return Verdict.allow()
         return Verdict(
@@ -134,6 +140,12 @@ class InterruptOn:
             message=gate.description or f"{self._prefix}: {name}",
             approval={"allow_edit": gate.allow_edit},
         )
+
+
+def _marked_sensitive(context: dict[str, Any]) -> bool:
+    extensions = (context.get("extensions") or {}).get("approvals") or {}
+    tool = extensions.get("tool") if isinstance(extensions, dict) else None
+    return isinstance(tool, dict) and tool.get("sensitive") is True
 
 
 def _governance(
@@ -145,9 +157,10 @@ def _governance(
     """``interrupt_on`` first, then the policy, then the given governance's interceptors."""
     interceptors: list[Interceptor] = []
     names: list[str] = []
-    if gates or (policy is None and governance is None):
+    alone = policy is None and governance is None
+    if gates or alone:
         # Also alone, with no tool named: an emitter with no interceptor denies everything.
-        interceptors.append(InterruptOn(gates, prefix))
+        interceptors.append(InterruptOn(gates, prefix, sensitive_escalates=alone))
         names.append("interrupt_on")
     if policy is not None:
         loaded = load_policy(policy) if isinstance(policy, str | Path) else policy
@@ -365,11 +378,22 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise RuntimeError("a listed tool runs only through its agent")
 
         return [
-            governed_view(
+            self._governed_as_is(t)
+            or governed_view(
                 t, not_here, sensitive=t.name in self._gates, args_model=self._args_model(t)
             )
             for t in tools
         ]
+
+    def _governed_as_is(self, tool: BaseTool) -> GovernedTool | None:
+        """The ``GovernedTool`` a LangChain tool was made from (``GovernedTool.as_tool``): it
+        runs as it is, with its own validation, conditions and ``ToolCall``."""
+        governed = (tool.metadata or {}).get(GOVERNED_KEY)
+        if not isinstance(governed, GovernedTool):
+            return None
+        if tool.name in self._gates and not governed.sensitive:
+            return dataclasses.replace(governed, sensitive=True)
+        return governed
 
     @hook_config(can_jump_to=["end"])
     async def abefore_agent(
@@ -530,7 +554,10 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         #: A ``Command`` the tool returned in this process (its state update is applied with
         #: the result the step releases).
         commands: list[Command[Any]] = []
-        if tool is not None:
+        as_is = self._governed_as_is(tool) if tool is not None else None
+        if as_is is not None:
+            tools.append(as_is)
+        elif tool is not None:
 
             async def execute(args: dict[str, Any], tool_call: ToolCall) -> Any:
                 # The idempotency key reaches a tool that takes ``runtime: ToolRuntime`` as

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_type_hints
 
-from langchain_core.tools import BaseTool
+from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, ConfigDict, create_model
 
 from graphs.conditions import Condition
@@ -36,6 +36,9 @@ class ToolCall:
 
 
 ToolFn = Callable[[BaseModel, ToolCall], Awaitable[Any]]
+
+#: Where ``GovernedTool.as_tool`` keeps the governed tool in the LangChain tool's metadata.
+GOVERNED_KEY = "approvals_governed_tool"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,6 +92,27 @@ class GovernedTool:
     def validate(self, args: Any) -> BaseModel:
         """Parse arguments; raises ``pydantic.ValidationError``."""
         return self.args_model.model_validate(args)
+
+    def as_tool(self) -> BaseTool:
+        """This tool as a LangChain tool, for a ``create_agent`` agent with
+        ``graphs.ApprovalMiddleware`` or a ``graphs.GovernedToolNode``: they run it through
+        the tool step as it is (its validation, conditions and ``ToolCall``). Anything else
+        that runs it gets an error: it never runs ungoverned."""
+        name = self.name
+
+        async def ungoverned(**kwargs: Any) -> Any:
+            raise RuntimeError(
+                f"{name} is a governed tool: it runs only under graphs.ApprovalMiddleware or "
+                "in a graphs.GovernedToolNode"
+            )
+
+        return StructuredTool(
+            name=self.name,
+            description=self.description,
+            args_schema=self.args_model,
+            coroutine=ungoverned,
+            metadata={GOVERNED_KEY: self},
+        )
 
     def spec(self) -> dict[str, Any]:
         """An OpenAI-style function description, for binding to a chat model."""

@@ -19,14 +19,17 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import InjectedState, ToolRuntime, create_react_agent, tools_condition
 from langgraph.pregel import Pregel
 from langgraph.types import Command, interrupt
+from pydantic import Field
 
 from graphs import ApprovalMiddleware, GovernedToolNode
+from graphs.conditions import CheckResult, precondition
 from graphs.deps import GraphDeps
 from graphs.examples.demo import external_call_latency
 from graphs.governance import Governance
 from graphs.registry import ungoverned
 from graphs.run_config import RUN_ID_KEY
 from graphs.scripted import ScriptedToolModel
+from graphs.tools import ToolCall, governed_tool
 from tests.integration.governed_graphs import (
     DenyInput,
     DenyOutput,
@@ -425,4 +428,33 @@ def context_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         tools=[issue_refund],
         context_schema=ShopContext,
         middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
+    )
+
+
+@precondition()
+async def at_most_100(args: dict[str, Any], call: ToolCall) -> CheckResult:
+    """Refunds above 100 are not for this agent."""
+    return args["amount"] <= 100 or f"{args['amount']:.2f} is more than 100"
+
+
+def governed_tools_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """Governed tools (their conditions, sensitivity and ToolCall) given to create_agent."""
+
+    @governed_tool(sensitive=True, preconditions=[at_most_100])
+    async def issue_refund(
+        call: ToolCall, order_id: str = Field(pattern=r"^\d{4}$"), amount: float = Field(gt=0)
+    ) -> dict[str, Any]:
+        """Refund money on an order."""
+        await deps.effects.record(
+            run_id=call.run_id,
+            call_id=call.call_id,
+            tool="issue_refund",
+            args={"order_id": order_id, "amount": amount, "key": call.idempotency_key},
+        )
+        return {"refunded": amount, "order_id": order_id}
+
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=[issue_refund.as_tool()],
+        middleware=[ApprovalMiddleware()],
     )

@@ -28,6 +28,7 @@ from approvals.identity import idempotency_key
 from approvals.model import ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
+from graphs.tools import from_langchain
 from storage.ops import PgOperations
 from tests.integration import middleware_graphs
 from tests.integration.helpers import scalar, side_effects
@@ -875,3 +876,37 @@ async def test_context_and_configurable_reach_the_tools_also_after_the_pause(
             await engine.runner.start(
                 "lc_refund_plain", {"message": "x", "context": {}}, principal="alice"
             )
+
+
+async def test_governed_tools_keep_their_conditions_and_sensitivity_in_create_agent(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        config_file=tmp_path / "none.toml",
+        graphs={"gov": "tests.integration.middleware_graphs:governed_tools_agent"},
+    )
+    async with open_engine(database_url, settings) as engine:
+        # The precondition fails before anyone is asked.
+        over = await engine.runner.start("gov", {"message": "refund 1001 500"}, principal="a")
+        assert over.status == "completed", over
+        assert over.answer is not None
+        assert "precondition_failed" in over.answer
+        assert "500.00 is more than 100" in over.answer
+        assert await scalar(engine, "select count(*) from approval_requests") == 0
+        # Marked sensitive, with no policy: a human decides, as under build_agent.
+        out = await _start(engine, "refund 1001 25", graph="gov")
+        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.worker.drain()
+        [effect] = await side_effects(engine, out.run_id, "refund-1001")
+        assert effect["args"]["key"] == idempotency_key(run_id=out.run_id, call_id="refund-1001")
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        assert run.status == "completed", run
+
+
+async def test_a_governed_tool_refuses_to_run_ungoverned() -> None:
+    tool = middleware_graphs.refund_anything
+    governed = from_langchain(tool, sensitive=True).as_tool()
+    with pytest.raises(RuntimeError, match=r"runs only under graphs\.ApprovalMiddleware"):
+        await governed.ainvoke({"order_id": "1001", "amount": 1.0})
