@@ -415,6 +415,10 @@ class Runner:
         foreign = await _foreign_interrupts(graph, config, result)
         if foreign is not None:
             log.error("run %s: %s", run_id, foreign, extra={"run_id": run_id})
+            # Nothing will ever answer that interrupt: close the steps waiting on the thread
+            # (as for a cancelled run) so that it takes new input.
+            notice = f"Run {run_id} failed: it stopped on an interrupt() nobody can answer."
+            await close_cancelled(graph, {"configurable": {"thread_id": thread_id}}, notice)
             return RunOutcome(
                 run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=foreign
             )

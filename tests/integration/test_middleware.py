@@ -480,6 +480,11 @@ async def test_a_run_stopped_by_an_interrupt_the_engine_did_not_create_fails_nam
         run = await engine.runs.get(out.run_id)
         assert run is not None
         assert run.status == "failed"
+        # The thread is not left waiting on it: the conversation can go on.
+        again = await engine.runner.start(
+            "asker", {"message": "which order?"}, principal="ann", thread_id=out.thread_id
+        )
+        assert again.status == "failed", again
 
 
 async def test_an_approval_inside_a_nested_agent_pauses_and_resumes_the_whole_run(
