@@ -87,8 +87,11 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
     assert points[0] == ("agent_startup", "allow")
     assert points[-1] == ("agent_shutdown", "allow")
     decided = [i for i in report["interceptions"] if i["resolved_by"]]
-    # Approved with an edit, rejected: each decided call recorded once, when decided.
+    # Approved with an edit, rejected: each decided call recorded once, when decided; the
+    # edited arguments went through pre_tool_call again, and the same approvers' decision
+    # covered their escalation.
     assert sorted((i["decision"], i["resolved_by"]) for i in decided) == [
+        ("allow", "approval"),
         ("deny", "rejection"),
         ("transform", "approval"),
     ]

@@ -4,9 +4,12 @@ after it ran."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from approvals.decisions import decide
+from approvals.errors import EditRefused
 from approvals.model import ExecutionStatus
 from tests.integration.helpers import scalar, side_effects, start_refund
 from web.engine import Engine, open_engine
@@ -58,11 +61,23 @@ async def test_a_failed_postcondition_is_recorded_reported_and_never_rerun(
 
 async def test_an_edit_that_breaks_a_precondition_does_not_run(engine: Engine) -> None:
     run = await start_refund(engine)  # order 1001, 25.00 paid
-    decision = await engine.decide(
+    edited = {"order_id": "1001", "amount": 250.0, "reason": "typo"}
+    # Refused when it is decided, naming the condition; the request stays pending.
+    with pytest.raises(EditRefused, match="amount_within_paid"):
+        await engine.decide(run.pending[0], "approve", principal="bob", args=edited)
+
+    async def accept_anything(_request: Any, args: dict[str, Any]) -> dict[str, Any]:
+        return args
+
+    # And checked again before it runs, for an edit that got past the decision's check.
+    decision = await decide(
+        engine.requests,
+        engine.decisions,
         run.pending[0],
         "approve",
         principal="bob",
-        args={"order_id": "1001", "amount": 250.0, "reason": "typo"},
+        args=edited,
+        recheck=accept_anything,
     )
     assert decision.kind == "edit"
     await engine.worker.drain()
