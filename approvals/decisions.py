@@ -63,6 +63,25 @@ class EditRecheck(Protocol):
     ) -> dict[str, Any]: ...
 
 
+def _check_answer(
+    request_id: str, message: str | None, *, reason: str | None, args: dict[str, Any] | None
+) -> None:
+    """A respond decision carries one non-empty answer, and nothing else."""
+    if args is not None:
+        raise InvalidDecision(request_id, "edited arguments only go with approve")
+    if reason is not None:
+        raise InvalidDecision(request_id, "a response carries its answer as message, not reason")
+    if not isinstance(message, str) or not message.strip():
+        raise InvalidDecision(request_id, "a response needs a non-empty message")
+    if len(message) > MAX_REASON_LENGTH:
+        raise InvalidDecision(request_id, f"message is longer than {MAX_REASON_LENGTH} characters")
+
+
+def _not_offered(request: ApprovalRequest, what: str) -> str:
+    offered = ", ".join(request.offered_decisions) or "nothing"
+    return f"this request cannot be {what}; it offers: {offered}"
+
+
 async def decide(
     requests: ApprovalRequests,
     decisions: Decisions,
@@ -73,12 +92,17 @@ async def decide(
     reason: str | None = None,
     args: dict[str, Any] | None = None,
     recheck: EditRecheck | None = None,
+    message: str | None = None,
 ) -> Decision | Vote:
     """Decide one pending call as ``principal``.
 
     Edited arguments go through ``recheck`` (the policy, again) before anything is consumed;
     without one, edits are refused. A request whose shown copy no longer matches its digest is
     refused (``ShownCopyChanged``) and the refusal recorded.
+
+    ``respond`` (ask-a-human tools) takes ``message``, the answer the model receives in place of
+    the tool's result; the tool never runs. Each decision is refused unless the request offers
+    it (``allowed_decisions``).
 
     Raises ``InvalidRequestId`` (malformed), ``RequestNotFound`` (unknown),
     ``RequestNotPending`` (decided, expired or superseded; also when another decider won a
@@ -87,12 +111,12 @@ async def decide(
     canonical = parse_request_id(request_id)
     # Refused here, before anything is read or written: text PostgreSQL cannot store, NaN,
     # nesting that would exhaust the schema validator (InvalidValue names the field).
-    check_inputs(reason=reason, args=args, principal=principal)
+    check_inputs(reason=reason, args=args, principal=principal, message=message)
     try:
         verdict = Verdict(verdict)
     except ValueError:
         raise InvalidDecision(
-            canonical, f"decision must be approve or reject, not {verdict!r}"
+            canonical, f"decision must be approve, reject or respond, not {verdict!r}"
         ) from None
     if not principal or not principal.strip():
         raise InvalidDecision(canonical, "a decision needs an authenticated principal")
@@ -104,6 +128,10 @@ async def decide(
         raise InvalidDecision(canonical, "a rejection needs a reason")
     if args is not None and not isinstance(args, dict):
         raise InvalidDecision(canonical, "edited arguments must be a JSON object")
+    if verdict is Verdict.RESPOND:
+        _check_answer(canonical, message, reason=reason, args=args)
+    elif message is not None:
+        raise InvalidDecision(canonical, "a message (an answer) only goes with respond")
 
     kind = DecisionKind(verdict.value)
     args_identity = None
@@ -114,8 +142,28 @@ async def decide(
         # What the decider was shown is not what was recorded: no decision can be bound to it.
         await requests.record_tampered(request, principal=principal.strip())
         raise ShownCopyChanged(canonical)
+    if verdict is Verdict.RESPOND:
+        if "respond" not in request.offered_decisions:
+            raise InvalidDecision(canonical, _not_offered(request, "answered in the tool's place"))
+        # The answer is the tool's result; it is kept as the decision's reason (and so in the
+        # audit event), consumed once like any decision.
+        return await decisions.decide(
+            canonical,
+            kind=DecisionKind.RESPOND,
+            principal=principal.strip(),
+            reason=message,
+            args=None,
+            args_identity=None,
+        )
+    if verdict is Verdict.REJECT and "reject" not in request.allowed_decisions:
+        raise InvalidDecision(canonical, _not_offered(request, "rejected"))
+    edits = args is not None and args != request.shown.get("args")
+    if verdict is Verdict.APPROVE and not edits and "approve" not in request.allowed_decisions:
+        raise InvalidDecision(canonical, _not_offered(request, "approved as shown"))
     if args is not None:
         # Edits are validated against the schema recorded with the request.
+        if edits and "edit" not in request.allowed_decisions:
+            raise InvalidDecision(canonical, _not_offered(request, "edited"))
         if not request.allow_edit and args != request.shown.get("args"):
             raise InvalidDecision(
                 canonical, "this request cannot be edited, only approved or rejected"

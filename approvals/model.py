@@ -20,6 +20,8 @@ class RequestStatus(enum.StrEnum):
     PENDING = "pending"
     APPROVED = "approved"
     REJECTED = "rejected"
+    #: A human answered on the tool's behalf (a ``respond`` decision): the tool never ran.
+    ANSWERED = "answered"
     EXPIRED = "expired"
     SUPERSEDED = "superseded"
     #: Its run was cancelled while it waited: it can no longer be decided.
@@ -72,6 +74,8 @@ class Verdict(enum.StrEnum):
 
     APPROVE = "approve"
     REJECT = "reject"
+    #: An answer in the tool's place, returned to the model as its result (ask-a-human tools).
+    RESPOND = "respond"
 
 
 class DecisionKind(enum.StrEnum):
@@ -80,6 +84,14 @@ class DecisionKind(enum.StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
     EDIT = "edit"
+    #: The human's answer (kept as the decision's ``reason``) is the tool's result; it never ran.
+    RESPOND = "respond"
+
+
+#: The decisions a request may offer, in the ``HumanInTheLoopMiddleware`` vocabulary.
+DECISION_TYPES = ("approve", "edit", "reject", "respond")
+#: What a request offers unless its tool or policy says otherwise (respond must be asked for).
+DEFAULT_DECISIONS = ("approve", "edit", "reject")
 
 
 class RunStatus(enum.StrEnum):
@@ -131,6 +143,8 @@ class ApprovalRequest:
     decided_at: datetime | None
     approvers: tuple[str, ...] = ()
     allow_edit: bool = True
+    #: Which decisions approvers may make (``DECISION_TYPES``); edit also needs ``allow_edit``.
+    allowed_decisions: tuple[str, ...] = DEFAULT_DECISIONS
     #: How many distinct approvers must approve (any one rejection rejects).
     quorum: int = 1
     #: What happens when the deadline passes, and the chain of escalations still to come.
@@ -146,6 +160,20 @@ class ApprovalRequest:
     proposed_by: str | None = None
     #: jcs-sha256 of what the approver is shown, taken when the request was recorded.
     shown_digest: str | None = None
+
+    @property
+    def offered_decisions(self) -> tuple[str, ...]:
+        """The decisions an approver can make on this request, in the vocabulary's order:
+        edit only where editing is allowed and one approver decides, respond only where one
+        approver decides (an answer is not a vote)."""
+        alone = self.quorum <= 1
+        return tuple(
+            kind
+            for kind in DECISION_TYPES
+            if kind in self.allowed_decisions
+            and (kind != "edit" or (self.allow_edit and alone))
+            and (kind != "respond" or alone)
+        )
 
     @property
     def shown_intact(self) -> bool:
@@ -179,6 +207,7 @@ class ApprovalRequest:
             decided_at=row["decided_at"],
             approvers=tuple(row.get("approvers") or ()),
             allow_edit=row.get("allow_edit", True),
+            allowed_decisions=tuple(row.get("allowed_decisions") or DEFAULT_DECISIONS),
             quorum=row.get("quorum", 1),
             on_expiry=OnExpiry(row.get("on_expiry") or OnExpiry.REJECT),
             escalation_chain=tuple(
@@ -211,6 +240,7 @@ class ApprovalRequest:
             "decided_at": self.decided_at.isoformat() if self.decided_at else None,
             "approvers": list(self.approvers),
             "allow_edit": self.allow_edit,
+            "allowed_decisions": list(self.offered_decisions),
             "quorum": self.quorum,
             "escalation_level": self.escalation_level,
         }
@@ -233,7 +263,8 @@ class Decision:
 
     @property
     def approved(self) -> bool:
-        return self.kind is not DecisionKind.REJECT
+        """Whether the tool may run: an answer stands in for it, as a rejection stops it."""
+        return self.kind in (DecisionKind.APPROVE, DecisionKind.EDIT)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Decision:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from approvals.model import (
+    DEFAULT_DECISIONS,
     ApprovalRequest,
     Decision,
     DecisionKind,
@@ -50,6 +51,8 @@ class NewRequest:
     approvers: tuple[str, ...] = ()
     #: Whether the approver may edit the arguments (a policy may forbid it).
     allow_edit: bool = True
+    #: Which decisions approvers may make (the ``HumanInTheLoopMiddleware`` vocabulary).
+    allowed_decisions: tuple[str, ...] = DEFAULT_DECISIONS
     #: Distinct approvals needed (a policy may ask for more than one).
     quorum: int = 1
     #: What happens when the deadline passes (a policy may escalate instead of rejecting).

@@ -51,6 +51,7 @@ from langgraph.types import Command
 from pydantic import BaseModel
 
 from approvals.identity import call_identity
+from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS
 from approvals.policy import Policy, load_policy
 from approvals.ports import NewRequest
 from graphs.admission import Admission, InputGate, blocked_reason, emit_input, register_gate
@@ -70,6 +71,8 @@ class Gate:
 
     allow_edit: bool
     description: str | None
+    #: The decisions the approver may make, in the HumanInTheLoopMiddleware vocabulary.
+    allowed_decisions: tuple[str, ...] = DEFAULT_DECISIONS
 
 
 def _gates(interrupt_on: Mapping[str, Any]) -> dict[str, Gate]:
@@ -82,7 +85,8 @@ def _gates(interrupt_on: Mapping[str, Any]) -> dict[str, Gate]:
         if entry is False:
             continue
         if entry is True:
-            gates[name] = Gate(allow_edit=True, description=None)
+            # Every decision, as HumanInTheLoopMiddleware reads True (respond included).
+            gates[name] = Gate(allow_edit=True, description=None, allowed_decisions=DECISION_TYPES)
             continue
         if not isinstance(entry, Mapping):
             raise TypeError(
@@ -109,7 +113,11 @@ def _gates(interrupt_on: Mapping[str, Any]) -> dict[str, Gate]:
                 f"interrupt_on[{name!r}].description must be a string here (a description "
                 "computed from the state would change what an approver was shown on resume)"
             )
-        gates[name] = Gate(allow_edit="edit" in allowed, description=description)
+        gates[name] = Gate(
+            allow_edit="edit" in allowed,
+            description=description,
+            allowed_decisions=tuple(d for d in DECISION_TYPES if d in allowed),
+        )
     return gates
 
 
@@ -138,7 +146,10 @@ class InterruptOn:
             decision=Decision.DENY,
             reason="interrupt_on",
             message=gate.description or f"{self._prefix}: {name}",
-            approval={"allow_edit": gate.allow_edit},
+            approval={
+                "allow_edit": gate.allow_edit,
+                "allowed_decisions": list(gate.allowed_decisions),
+            },
         )
 
 

@@ -24,9 +24,15 @@ from agent_hooks import (
 from langgraph.types import interrupt
 
 from approvals.identity import call_identity
+from approvals.model import (
+    DECISION_TYPES,
+    DecisionKind,
+    EscalationStep,
+    OnExpiry,
+    RequestStatus,
+)
 from approvals.model import ApprovalRequest as StoredRequest
 from approvals.model import Decision as StoredDecision
-from approvals.model import DecisionKind, EscalationStep, OnExpiry, RequestStatus
 from approvals.ports import ApprovalRequests, NewRequest
 from approvals.redaction import redact_shown, redacted_paths, restore
 
@@ -48,6 +54,8 @@ def pause(request: StoredRequest) -> NoReturn:
 
 #: The reason of the transform an approver's edited arguments become.
 EDITED_BY_APPROVER = "edited_by_approver"
+#: The reason of the deny a human's answer in the tool's place (``respond``) becomes.
+ANSWERED_BY_APPROVER = "answered_by_approver"
 
 
 class StoredDecisionResolver:
@@ -107,8 +115,17 @@ class StoredDecisionResolver:
                 ),
             )
         decision = self.decision
-        if decision is None or status not in (RequestStatus.APPROVED, RequestStatus.REJECTED):
+        decided = (RequestStatus.APPROVED, RequestStatus.REJECTED, RequestStatus.ANSWERED)
+        if decision is None or status not in decided:
             return ApprovalResolution(outcome=ApprovalOutcome.UNRESOLVED, context_identity=echo)
+        if decision.kind is DecisionKind.RESPOND:
+            # The human answered in the tool's place: the call is not run (a deny, to the
+            # emitter), and the tool step hands the answer to the model as the tool's result.
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.REJECT,
+                context_identity=echo,
+                verdict=Verdict.deny(reason=ANSWERED_BY_APPROVER, message=decision.reason),
+            )
         if decision.kind is DecisionKind.REJECT:
             return ApprovalResolution(
                 outcome=ApprovalOutcome.REJECT,
@@ -151,7 +168,8 @@ def _as_presented(new: NewRequest, target: Any) -> NewRequest:
 
 def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) -> NewRequest:
     """The request as the escalating verdict shapes it: its reason, and the deadline, approver
-    groups, edit permission, quorum and escalation chain a policy's approval block names."""
+    groups, edit permission, allowed decisions, quorum and escalation chain a policy's approval
+    block (or an ``interrupt_on`` entry) names."""
     changes: dict[str, Any] = {}
     if reason is not None:
         changes["reason"] = reason
@@ -163,6 +181,14 @@ def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) ->
         changes["approvers"] = tuple(approvers)
     if isinstance(approval.get("allow_edit"), bool):
         changes["allow_edit"] = approval["allow_edit"] and new.allow_edit
+    allowed = approval.get("allowed_decisions")
+    if (
+        isinstance(allowed, list)
+        and allowed
+        and all(isinstance(d, str) and d in DECISION_TYPES for d in allowed)
+    ):
+        # The tool's allowed_decisions, in place of the default (which never offers respond).
+        changes["allowed_decisions"] = tuple(d for d in DECISION_TYPES if d in allowed)
     rule = approval.get("rule")
     if isinstance(rule, str) and rule:
         # What escalated the call, shown to the approver beside the reason.

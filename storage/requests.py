@@ -21,6 +21,7 @@ _STATUS_OF_KIND = {
     DecisionKind.APPROVE: RequestStatus.APPROVED,
     DecisionKind.EDIT: RequestStatus.APPROVED,
     DecisionKind.REJECT: RequestStatus.REJECTED,
+    DecisionKind.RESPOND: RequestStatus.ANSWERED,
 }
 
 
@@ -56,6 +57,7 @@ class PgApprovalRequests:
             "expires_at": new.expires_at,
             "approvers": list(new.approvers),
             "allow_edit": new.allow_edit,
+            "allowed_decisions": list(new.allowed_decisions),
             "quorum": new.quorum,
             "on_expiry": new.on_expiry.value,
             "escalation_chain": json([step.to_json() for step in new.escalation_chain]),
@@ -176,6 +178,12 @@ class PgDecisions:
                     request_id,
                     f"this request needs {state['quorum']} approvers, so its arguments cannot "
                     "be edited; approve or reject them as shown",
+                )
+            if kind is DecisionKind.RESPOND:
+                raise InvalidDecision(
+                    request_id,
+                    f"this request needs {state['quorum']} approvers, so it cannot be "
+                    "answered in the tool's place; approve or reject it",
                 )
             return await self._vote(params)
         expired = state["status"] == RequestStatus.PENDING and state["expired"]

@@ -53,6 +53,8 @@ def storable(field: str) -> AfterValidator:
 
 Reason = Annotated[str, Field(max_length=MAX_REASON), storable("reason")]
 ThreadId = Annotated[str, Field(min_length=1, max_length=200), storable("thread_id")]
+#: A human's answer in the tool's place (a respond decision): what the model receives.
+Answer = Annotated[str, Field(max_length=MAX_REASON), storable("message")]
 
 
 class PendingCall(BaseModel):
@@ -72,6 +74,8 @@ class PendingCall(BaseModel):
     expires_at: datetime
     approvers: list[str]
     allow_edit: bool
+    #: The decisions this request offers (approve, edit, reject, respond).
+    allowed_decisions: list[str]
     quorum: int
     may_decide: bool
 
@@ -79,9 +83,11 @@ class PendingCall(BaseModel):
 class DecisionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    decision: Literal["approve", "reject"]
+    decision: Literal["approve", "reject", "respond"]
     reason: Reason | None = None
     args: Annotated[dict[str, Any] | None, storable("args")] = None
+    #: With respond only: the answer the model receives as the tool's result.
+    message: Answer | None = None
 
 
 class DecisionOut(BaseModel):
@@ -89,7 +95,7 @@ class DecisionOut(BaseModel):
     request_id: str
     run_id: str
     call_id: str
-    decision: Literal["approve", "reject", "edit"]
+    decision: Literal["approve", "reject", "edit", "respond"]
     principal: str
     reason: str | None
     args: dict[str, Any] | None
@@ -195,6 +201,7 @@ def pending_call(request: ApprovalRequest, may_decide: bool) -> PendingCall:
         expires_at=request.expires_at,
         approvers=list(request.approvers),
         allow_edit=request.allow_edit,
+        allowed_decisions=list(request.offered_decisions),
         quorum=request.quorum,
         may_decide=may_decide,
     )
@@ -277,7 +284,7 @@ def router() -> APIRouter:
     @api.post(
         "/pending/{request_id}/decision",
         response_model=DecisionOut,
-        summary="Approve, reject, or approve edited arguments",
+        summary="Approve, reject, approve edited arguments, or respond in the tool's place",
         responses={
             202: {
                 "model": VoteOut,
@@ -291,7 +298,12 @@ def router() -> APIRouter:
         found = await visible_request(request, request_id, principal)
         rules_of(request).check_decide(principal, found)
         decision = await engine_of(request).decide(
-            found.id, body.decision, principal=principal.id, reason=body.reason, args=body.args
+            found.id,
+            body.decision,
+            principal=principal.id,
+            reason=body.reason,
+            args=body.args,
+            message=body.message,
         )
         if isinstance(decision, Vote):
             vote = VoteOut.model_validate(decision.to_json())

@@ -339,7 +339,10 @@ def tools_list(
 @app.command("decide")
 def decide_command(
     request_id: str,
-    verdict: Annotated[str, typer.Argument(help="approve or reject", metavar="approve|reject")],
+    verdict: Annotated[
+        str,
+        typer.Argument(help="approve, reject or respond", metavar="approve|reject|respond"),
+    ],
     principal: Annotated[str, typer.Option("--as", help="Who decides (required).")],
     reason: Annotated[
         str | None, typer.Option("--reason", help="Why (required to reject).")
@@ -348,13 +351,20 @@ def decide_command(
         str | None,
         typer.Option("--args", help="Edited arguments (JSON object) to approve instead."),
     ] = None,
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message", help="With respond: the answer the model gets as the tool's result."
+        ),
+    ] = None,
 ) -> None:
-    """Approve or reject a pending call. Exit 3: no longer pending; 4: no such request."""
+    """Approve, reject or respond to a pending call (respond: the tool does not run; --message
+    is its result). Exit 3: no longer pending; 4: no such request."""
     edited = parse_json("--args", args) if args is not None else None
 
     async def main(engine: Engine) -> dict[str, Any]:
         decision = await engine.decide(
-            request_id, verdict, principal=principal, reason=reason, args=edited
+            request_id, verdict, principal=principal, reason=reason, args=edited, message=message
         )
         return decision.to_json()
 

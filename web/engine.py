@@ -117,9 +117,11 @@ class Engine:
         principal: str,
         reason: str | None = None,
         args: dict[str, Any] | None = None,
+        message: str | None = None,
     ) -> Decision | Vote:
         """Decide a pending call as an already-authenticated ``principal``; edited arguments
-        are checked against the run's policy first (``recheck_edit``)."""
+        are checked against the run's policy first (``recheck_edit``); ``message`` is a
+        respond decision's answer."""
         return await decide(
             self.requests,
             self.decisions,
@@ -129,6 +131,7 @@ class Engine:
             reason=reason,
             args=args,
             recheck=self.recheck_edit,
+            message=message,
         )
 
     async def recheck_edit(self, request: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:

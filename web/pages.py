@@ -470,16 +470,37 @@ def router() -> APIRouter:
             )
         return await _decide(request, session, found, "reject", reason=reason.strip())
 
+    @pages.post("/requests/{request_id}/respond")
+    async def respond(
+        request: Request,
+        request_id: str,
+        session: SignedIn,
+        csrf: Annotated[str, Form()] = "",
+        message: Annotated[str, Form(max_length=2000)] = "",
+    ) -> Response:
+        check_form(request, session, csrf)
+        found = await _request(request, session.principal, request_id)
+        # The answer is what the model receives: an empty or unstorable one is shown back
+        # with the form, and nothing is consumed.
+        if not message.strip():
+            return await _detail(
+                request, session, found.id, 422, respond_error="A response needs an answer."
+            )
+        problem = text_problem(message)
+        if problem is not None:
+            return await _detail(
+                request, session, found.id, 422, respond_error=f"The answer {problem}."
+            )
+        return await _decide(request, session, found, "respond", message=message)
+
     @pages.post("/requests/{request_id}/edit")
     async def edit(request: Request, request_id: str, session: SignedIn) -> Response:
         form = {k: v for k, v in (await request.form()).items() if isinstance(v, str)}
         check_form(request, session, form.get("csrf"))
         found = await _request(request, session.principal, request_id)
         _rules(request).check_decide(session.principal, found)
-        if not found.allow_edit or found.quorum > 1:
-            raise InvalidDecision(
-                found.id, "this request cannot be edited, only approved or rejected"
-            )
+        if "edit" not in found.offered_decisions:
+            raise InvalidDecision(found.id, "this request cannot be edited")
         args, errors = parse_edit(found.args_schema, form)
         # A redacted argument has no input in the form: it keeps the marker it was shown with.
         args, errors = keep_redacted_fields(args, errors, found.shown)
@@ -661,9 +682,10 @@ async def _decide(
     *,
     reason: str | None = None,
     args: dict[str, Any] | None = None,
+    message: str | None = None,
 ) -> Response:
     _rules(request).check_decide(session.principal, found)
     await _engine(request).decide(
-        found.id, verdict, principal=session.principal.id, reason=reason, args=args
+        found.id, verdict, principal=session.principal.id, reason=reason, args=args, message=message
     )
     return RedirectResponse(f"/requests/{found.id}", status_code=303)

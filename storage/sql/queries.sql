@@ -55,12 +55,12 @@ WITH superseded AS (
 ), created AS (
     INSERT INTO approval_requests
         (id, run_id, thread_id, call_id, tool, shown, args_schema, identity, reason,
-         state_version, requested_by, expires_at, approvers, allow_edit, quorum, on_expiry,
-         escalation_chain, proposed_by, shown_digest)
+         state_version, requested_by, expires_at, approvers, allow_edit, allowed_decisions,
+         quorum, on_expiry, escalation_chain, proposed_by, shown_digest)
     SELECT %(id)s, %(run_id)s, %(thread_id)s, %(call_id)s, %(tool)s, %(shown)s,
            %(args_schema)s, %(identity)s, %(reason)s, %(state_version)s, %(requested_by)s,
-           %(expires_at)s, %(approvers)s, %(allow_edit)s, %(quorum)s, %(on_expiry)s,
-           %(escalation_chain)s,
+           %(expires_at)s, %(approvers)s, %(allow_edit)s, %(allowed_decisions)s, %(quorum)s,
+           %(on_expiry)s, %(escalation_chain)s,
            -- The editor as a person: their token and their web account are one editor.
            COALESCE(approvals_person_of(%(proposed_by)s), %(proposed_by)s), %(shown_digest)s
      WHERE NOT EXISTS (
