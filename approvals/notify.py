@@ -101,6 +101,66 @@ class Notice:
         }
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunNotice:
+    """One run notification owed on a webhook: the run started waiting or ended."""
+
+    delivery_id: int
+    channel: str
+    attempt: int
+    run_id: str
+    thread_id: str
+    graph: str
+    #: waiting, completed, blocked, failed or cancelled.
+    status: str
+    #: The approval requests the run waits on (their ids only).
+    pending: tuple[str, ...]
+    at: datetime
+    #: ``{public_url}/api/v1/runs/{id}``: the run's report, behind a bearer token.
+    link: str
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any], *, public_url: str) -> RunNotice:
+        run_id = str(row["run_id"])
+        return cls(
+            delivery_id=row["id"],
+            channel=row["channel"],
+            attempt=row["attempts"],
+            run_id=run_id,
+            thread_id=row["thread_id"],
+            graph=row["graph"],
+            status=row["status"],
+            pending=tuple(row["pending"] or ()),
+            at=row["at"],
+            link=f"{public_url.rstrip('/')}/api/v1/runs/{run_id}",
+        )
+
+    @property
+    def delivery_header(self) -> str:
+        """``X-Approvals-Delivery``: run deliveries are numbered apart from request ones."""
+        return f"run-{self.delivery_id}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The webhook body: the run's new status, never its input, answer or error (the run's
+        report, behind a token, has them)."""
+        return {
+            "event": f"run.{self.status}",
+            "delivery_id": self.delivery_header,
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "graph": self.graph,
+            "status": self.status,
+            "pending": list(self.pending),
+            "at": self.at.isoformat(),
+            "url": self.link,
+        }
+
+
+def run_webhook_body(notice: RunNotice) -> bytes:
+    """The exact bytes of a run notification that are signed and sent."""
+    return json.dumps(notice.to_json(), sort_keys=True, separators=(",", ":")).encode()
+
+
 def request_link(public_url: str, request_id: str) -> str:
     return f"{public_url.rstrip('/')}/requests/{request_id}"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,10 +30,13 @@ from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
 from graphs.run_config import engine_configurable
+from graphs.streaming import Publish, invoke_streaming
 
 log = logging.getLogger("approvals.runner")
 
 MAX_MESSAGE_LENGTH = 20_000
+#: Records one node update of a run's step (``run_id, node, data``): where streams read it.
+RunEventSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,16 +185,25 @@ class Runner:
         runs: Runs,
         checks: ResumeChecks,
         transient: Callable[[BaseException], bool] = lambda exc: False,
+        events: RunEventSink | None = None,
     ) -> None:
         self._checks = checks
+        self._events = events
         self._transient = transient
         self._registry = registry
         self._runs = runs
 
     async def start(
-        self, graph_name: str, input: Any, *, principal: str, thread_id: str | None = None
+        self,
+        graph_name: str,
+        input: Any,
+        *,
+        principal: str,
+        thread_id: str | None = None,
+        observe: Publish | None = None,
     ) -> RunOutcome:
-        """Start a run of ``graph_name`` as ``principal``; returns when it finishes or pauses."""
+        """Start a run of ``graph_name`` as ``principal``; returns when it finishes or pauses.
+        ``observe`` is given each node update as it happens (``approvals runs start --stream``)."""
         # Before anything is written (the run row, a checkpoint): InvalidValue names the field.
         check_inputs(input=input, thread_id=thread_id, principal=principal)
         if thread_id is not None and not (0 < len(thread_id) <= 200):
@@ -267,6 +279,7 @@ class Runner:
                             graph=graph_name,
                             context=given.context,
                             configurable=given.configurable,
+                            observe=observe,
                         ),
                         holder,
                     )
@@ -371,7 +384,17 @@ class Runner:
                 **engine,
             }
         }
-        outcome = await self._invoke_in(graph, payload, run_id, thread_id, config, keys.context)
+        observe = keys.observe
+
+        async def publish(node: str, data: dict[str, Any]) -> None:
+            if self._events is not None:
+                await self._events(run_id, node, data)
+            if observe is not None:
+                await observe(node, data)
+
+        outcome = await self._invoke_in(
+            graph, payload, run_id, thread_id, config, keys.context, publish
+        )
         return await self._ended(holder, outcome)
 
     async def _ended(self, holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
@@ -394,6 +417,7 @@ class Runner:
         thread_id: str,
         config: RunnableConfig,
         context: dict[str, Any] | None = None,
+        publish: Publish | None = None,
     ) -> RunOutcome:
         try:
             # durability="sync": a step's checkpoint is written before the next step starts. With
@@ -401,7 +425,10 @@ class Runner:
             # the checkpoint holding the model's tool calls is still being written; a crash then
             # replays the model, which may propose other calls, and the recorded call is
             # orphaned (or a different call repeats its effect).
-            result = await graph.ainvoke(payload, config, context=context, durability="sync")
+            # Streamed, so that each node update is published as it happens (graphs.streaming).
+            result = await invoke_streaming(
+                graph, payload, config, context=context, publish=publish or _ignore
+            )
         except Exception as exc:  # a host failure stops the run, visibly
             if isinstance(exc, DatabaseUnavailable) or self._transient(exc):
                 # The database went away mid-step: nothing is lost (the step re-runs from its
@@ -435,6 +462,12 @@ class RunKeys:
     graph: str
     context: dict[str, Any] | None = None
     configurable: dict[str, Any] | None = None
+    #: Given each node update as it happens, besides the run's event sink.
+    observe: Publish | None = None
+
+
+async def _ignore(node: str, data: dict[str, Any]) -> None:
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
@@ -29,8 +29,11 @@ from approvals.json_values import check_json
 from approvals.model import ApprovalRequest, RequestStatus, Run, Vote
 from approvals.principals import Principal
 from storage.ops import PgOperations
+from storage.run_events import RunEventListener
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError
+from web.run_stream import parse_after
+from web.run_stream import run_events as stream_run_events
 from web.runs import run_report, valid_run_id
 
 MAX_REASON = 2000
@@ -343,6 +346,35 @@ def router() -> APIRouter:
         except (InvalidRunId, RunNotFound) as exc:
             raise ApiError.from_error(exc) from exc
         return RunReport.model_validate(report)
+
+    @api.get(
+        "/runs/{run_id}/events",
+        summary="A run's events as they happen (server-sent events)",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def run_events(
+        request: Request, run_id: str, principal: Caller, after: str | None = None
+    ) -> StreamingResponse:
+        """``status`` (the run's status whenever it changes), ``resuming`` (a decision queued
+        its resume) and ``update`` (a node finished: its name, the text of the agent's own
+        messages and the names of the tools they call; never arguments or tool results). Each
+        carries its id: reconnect with ``Last-Event-ID`` (or ``?after=``) for what was missed.
+        The stream closes when the run waits for a human or ends."""
+        run = await visible_run(request, run_id, principal)
+        after_id = parse_after(request.headers.get("last-event-id", after))
+        if after_id is None:
+            raise ApiError(422, "invalid_input", "Last-Event-ID must be an event id")
+        engine = engine_of(request)
+        # Connected before the response starts: a database that is gone answers 503, not a
+        # stream cut short.
+        listener = await RunEventListener.open(engine.url)
+        return StreamingResponse(
+            stream_run_events(engine.run_events, listener, run, after_id),
+            media_type="text/event-stream",
+            # Proxies must pass each event on as it comes.
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
 
     @api.post(
         "/runs/{run_id}/cancel",

@@ -243,18 +243,51 @@ def runs_start(
     principal: Annotated[
         str | None, typer.Option("--as", help="Who starts the run (default cli:$USER).")
     ] = None,
+    stream: Annotated[
+        bool,
+        typer.Option("--stream", help="Print each node's update as it happens, then the status."),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="With --stream: one JSON object a line.")
+    ] = False,
 ) -> None:
     """Start a run; prints {run_id, status, pending} when it finishes or pauses."""
     payload = parse_json("--input", input)
 
+    async def observe(node: str, data: dict[str, Any]) -> None:
+        # The same events as GET /api/v1/runs/{id}/events sends (web.run_stream).
+        event = {"kind": "update", "node": node, **data}
+        if as_json:
+            typer.echo(json.dumps(event, sort_keys=True, separators=(",", ":")))
+            return
+        for message in data.get("messages", []):
+            calls = ", ".join(message["tool_calls"])
+            text = message["content"] + (f" [calls {calls}]" if calls else "")
+            typer.echo(f"{node}: {text}" if text else f"{node}")
+        if not data.get("messages"):
+            typer.echo(node)
+
     async def main(engine: Engine) -> dict[str, Any]:
         outcome = await engine.runner.start(
-            graph, payload, principal=principal or default_principal(), thread_id=thread_id
+            graph,
+            payload,
+            principal=principal or default_principal(),
+            thread_id=thread_id,
+            observe=observe if stream else None,
         )
         return outcome.to_json()
 
     result = run_async(main)
-    emit_json(result)
+    if not stream:
+        emit_json(result)
+    elif as_json:
+        typer.echo(json.dumps({"kind": "status", **result}, sort_keys=True, separators=(",", ":")))
+    else:
+        pending = f" (pending: {', '.join(result['pending'])})" if result["pending"] else ""
+        typer.echo(f"run {result['run_id']}: {result['status']}{pending}")
+        for key in ("answer", "error"):
+            if result[key]:
+                typer.echo(f"  {key}: {result[key]}")
     if result["status"] == RunStatus.FAILED:
         raise typer.Exit(EXIT_FAILURE)
 

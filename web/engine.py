@@ -32,6 +32,7 @@ from storage.db import Database, check_connection, is_transient, open_pool, tran
 from storage.notifications import PgNotifications
 from storage.queue import PgResumeQueue
 from storage.requests import PgApprovalRequests, PgDecisions
+from storage.run_events import PgRunEvents
 from storage.runs import PgRuns, PgSideEffects, PgToolLedger
 from web.notify import Notifier
 from web.settings import Settings
@@ -90,11 +91,17 @@ class Engine:
             runs=self.runs,
             checks=PgResumeChecks(self.db, saver.serde),
             transient=is_transient,
+            events=self.run_events.publish,
         )
         worker = Worker(
             runner=runner, queue=self.queue, concurrency=self.settings.worker_concurrency
         )
         return _Graphs(registry=registry, runner=runner, worker=worker)
+
+    @cached_property
+    def run_events(self) -> PgRunEvents:
+        """What runs' steps produced, for streams and run notifications."""
+        return PgRunEvents(self.db)
 
     @property
     def registry(self) -> GraphRegistry:
@@ -276,7 +283,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             effects=effects,
             queue=queue,
             accounts=PgAccounts(db),
-            notifier=Notifier.from_settings(PgNotifications(db), settings),
+            notifier=Notifier.from_settings(PgNotifications(db), settings, PgRunEvents(db)),
         )
     finally:
         if queue is not None:

@@ -30,13 +30,16 @@ from approvals.notify import (
     DELIVERY_HEADER,
     DeliveryStatus,
     Notice,
+    RunNotice,
     backoff_seconds,
     email_message,
+    run_webhook_body,
     signature_headers,
     slack_message,
     webhook_body,
 )
 from storage.notifications import PgNotifications
+from storage.run_events import PgRunEvents
 from web.settings import Settings
 
 log = logging.getLogger("approvals.notify")
@@ -107,6 +110,16 @@ class WebhookChannel:
         headers = {
             "Content-Type": "application/json",
             DELIVERY_HEADER: str(notice.delivery_id),
+            **signature_headers(self._secret, body),
+        }
+        return await _post(client, self._url, body, headers)
+
+    async def send_run(self, notice: RunNotice, client: httpx.AsyncClient) -> Outcome:
+        """A run's notification, signed the same way."""
+        body = run_webhook_body(notice)
+        headers = {
+            "Content-Type": "application/json",
+            DELIVERY_HEADER: notice.delivery_header,
             **signature_headers(self._secret, body),
         }
         return await _post(client, self._url, body, headers)
@@ -234,9 +247,13 @@ class Notifier:
         timeout: float = 10.0,
         poll_interval: float = 2.0,
         batch: int = 32,
+        runs: PgRunEvents | None = None,
     ) -> None:
         self._store = store
+        self._runs = runs
         self._channels = {c.name: c for c in channels}
+        # Runs are told to webhooks only: they are for programs waiting on a run, not people.
+        self._webhooks = {c.name: c for c in channels if isinstance(c, WebhookChannel)}
         self._public_url = public_url
         self._default_group = default_group
         self._max_attempts = max_attempts
@@ -249,7 +266,9 @@ class Notifier:
         self._lease = max(60.0, 6 * timeout)
 
     @classmethod
-    def from_settings(cls, store: PgNotifications, settings: Settings) -> Notifier:
+    def from_settings(
+        cls, store: PgNotifications, settings: Settings, runs: PgRunEvents | None = None
+    ) -> Notifier:
         return cls(
             store,
             channels_from_settings(settings),
@@ -260,6 +279,7 @@ class Notifier:
             backoff_max=settings.notify_backoff_max_seconds,
             timeout=settings.notify_timeout_seconds,
             poll_interval=settings.notify_poll_seconds,
+            runs=runs,
         )
 
     @property
@@ -271,17 +291,66 @@ class Notifier:
         rows = await self._store.claim(
             list(self._channels), limit=self._batch, lease_seconds=self._lease
         )
-        if not rows:
+        run_rows = (
+            await self._runs.claim_notifications(
+                list(self._webhooks), limit=self._batch, lease_seconds=self._lease
+            )
+            if self._runs is not None
+            else []
+        )
+        if not rows and not run_rows:
             return 0
         notices = [
             Notice.from_row(r, public_url=self._public_url, default_group=self._default_group)
             for r in rows
         ]
+        run_notices = [RunNotice.from_row(r, public_url=self._public_url) for r in run_rows]
         async with httpx.AsyncClient(
             timeout=self._timeout, headers={"User-Agent": USER_AGENT}, follow_redirects=False
         ) as client:
-            await asyncio.gather(*(self._deliver(n, client) for n in notices))
-        return len(notices)
+            await asyncio.gather(
+                *(self._deliver(n, client) for n in notices),
+                *(self._deliver_run(n, client) for n in run_notices),
+            )
+        return len(notices) + len(run_notices)
+
+    async def _deliver_run(self, notice: RunNotice, client: httpx.AsyncClient) -> None:
+        assert self._runs is not None
+        try:
+            outcome = await self._webhooks[notice.channel].send_run(notice, client)
+        except Exception as exc:  # a bug in a channel must not stop the others
+            log.exception("run notification %s failed", notice.delivery_header)
+            outcome = Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
+        retry_in = 0.0
+        if outcome.status is DeliveryStatus.RETRY:
+            if notice.attempt >= self._max_attempts:
+                outcome = Outcome(
+                    DeliveryStatus.FAILED,
+                    outcome.response_code,
+                    f"gave up after {notice.attempt} attempts: {outcome.error}",
+                )
+            else:
+                retry_in = backoff_seconds(
+                    notice.attempt, base=self._backoff_base, cap=self._backoff_max
+                )
+        level = log.info if outcome.status is DeliveryStatus.SENT else log.warning
+        level(
+            "run notification %s (%s, run %s %s) attempt %s: %s%s",
+            notice.delivery_header,
+            notice.channel,
+            notice.run_id,
+            notice.status,
+            notice.attempt,
+            outcome.status.value,
+            f" ({outcome.error})" if outcome.error else "",
+        )
+        await self._runs.record_notification(
+            notice.delivery_id,
+            notice.attempt,
+            outcome.status,
+            error=outcome.error,
+            retry_in=retry_in,
+        )
 
     async def _deliver(self, notice: Notice, client: httpx.AsyncClient) -> None:
         channel = self._channels[notice.channel]

@@ -1,0 +1,96 @@
+"""A run's events as server-sent events (``GET /api/v1/runs/{id}/events``).
+
+The step a client wants to follow usually runs in another process (the starter's, or a
+worker's), so the stream reads ``run_events`` and waits on PostgreSQL's NOTIFY between reads:
+events are sent in the order they were recorded, each with its id, so a client reconnecting
+with ``Last-Event-ID`` gets only what it missed. Without one, the stream starts from the run's
+first event (its history is one event per node update, and small). It closes once the run's
+latest event says it waits for a human or ended; a run that already did gets its status and
+the stream closes at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from approvals.model import Run, RunStatus
+from storage.run_events import PgRunEvents, RunEventListener
+
+#: The statuses that end a stream: the run waits for a human, or it is over.
+STOPS = frozenset(
+    {
+        RunStatus.WAITING.value,
+        RunStatus.COMPLETED.value,
+        RunStatus.BLOCKED.value,
+        RunStatus.FAILED.value,
+        RunStatus.CANCELLED.value,
+    }
+)
+#: A comment this often keeps proxies from closing an idle stream; each also re-reads the run's
+#: events (in case a notification was missed).
+KEEPALIVE_SECONDS = 15.0
+#: Events read at a time.
+PAGE = 500
+
+
+def event_json(row: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """One event as the stream (and ``runs start --stream``) shows it."""
+    out: dict[str, Any] = {"run_id": run_id, "kind": row["kind"]}
+    if row.get("node") is not None:
+        out["node"] = row["node"]
+    out.update(row.get("data") or {})
+    return out
+
+
+def sse(payload: dict[str, Any], *, kind: str, event_id: int | None = None) -> bytes:
+    lines = [] if event_id is None else [f"id: {event_id}"]
+    lines += [f"event: {kind}", f"data: {json.dumps(payload, separators=(',', ':'))}"]
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def parse_after(value: str | None) -> int | None:
+    """A ``Last-Event-ID`` (or ``?after=``): a non-negative event id, or ``None`` if malformed."""
+    if value is None or value == "":
+        return 0
+    if not value.isdigit() or len(value) > 18:
+        return None
+    return int(value)
+
+
+def _stops(row: dict[str, Any]) -> bool:
+    return row["kind"] == "status" and (row.get("data") or {}).get("status") in STOPS
+
+
+async def run_events(
+    events: PgRunEvents, listener: RunEventListener, run: Run, after: int
+) -> AsyncIterator[bytes]:
+    """The stream's bytes; closes ``listener`` when done (or when the client goes away)."""
+    run_id = run.id
+    try:
+        rows = await events.after(run_id, after, PAGE)
+        if not rows and run.status.value in STOPS:
+            # Nothing new, and the run waits or ended: say so, and close.
+            yield sse(
+                {"run_id": run_id, "kind": "status", "status": run.status.value}, kind="status"
+            )
+            return
+        while True:
+            for row in rows:
+                yield sse(event_json(row, run_id), kind=row["kind"], event_id=row["id"])
+                after = row["id"]
+            if len(rows) >= PAGE:
+                rows = await events.after(run_id, after, PAGE)
+                continue
+            if rows and _stops(rows[-1]):
+                more = await events.after(run_id, after, PAGE)
+                if not more:
+                    return
+                rows = more
+                continue
+            if not await listener.wait(run_id, KEEPALIVE_SECONDS):
+                yield b": keepalive\n\n"
+            rows = await events.after(run_id, after, PAGE)
+    finally:
+        await listener.close()
