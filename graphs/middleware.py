@@ -42,8 +42,10 @@ from langchain_core.messages import (
     RemoveMessage,
     ToolMessage,
 )
+from langchain_core.runnables.config import var_child_runnable_config
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
+from langgraph.constants import TAG_NOSTREAM
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolNode
 from langgraph.pregel import Pregel
 from langgraph.runtime import Runtime
@@ -478,7 +480,17 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return _stopped(session, blocked)
         if ctx["messages"] != wire:
             request = request.override(messages=cast(list[AnyMessage], from_wire(ctx["messages"])))
-        answered = await handler(request)
+        # Buffered, as build_agent's model node: the model's answer is not streamed (LangGraph's
+        # "messages" mode) as it is generated, only with the model node's update, once
+        # post_model_call and output allowed it (a denied answer reaches no one).
+        parent = var_child_runnable_config.get() or {}
+        token = var_child_runnable_config.set(
+            {**parent, "tags": [*(parent.get("tags") or []), TAG_NOSTREAM]}
+        )
+        try:
+            answered = await handler(request)
+        finally:
+            var_child_runnable_config.reset(token)
         response = (
             answered.model_response if isinstance(answered, ExtendedModelResponse) else answered
         )

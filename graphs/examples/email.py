@@ -1,14 +1,22 @@
 """The e-mail agent: drafts a message (allowed) and sends it (needs approval).
 
 Ask it "Email bob@example.com about the quarterly report".
+
+An ordinary langchain ``create_agent`` agent with a scripted chat model, governed by
+``ApprovalMiddleware`` with the e-mail policy; its tools are governed tools
+(``GovernedTool.as_tool()``). ``build_classic`` is the same agent built with
+``graphs.agent.build_agent``.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.pregel import Pregel
 from pydantic import Field
 
 from approvals.policy import load_policy
@@ -16,7 +24,8 @@ from graphs.agent import AgentGraph, build_agent
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
 from graphs.governance import Governance
-from graphs.scripted import ScriptedChatModel
+from graphs.middleware import ApprovalMiddleware
+from graphs.scripted import ScriptedChatModel, ScriptedToolModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
 
 POLICY = Path(__file__).parent / "policies" / "email.yaml"
@@ -62,8 +71,35 @@ def email_script(messages: list[BaseMessage]) -> AIMessage:
     return AIMessage(content=f'Sent "{outcome["subject"]}" to {outcome["to"]}.')
 
 
-def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
+def build(deps: GraphDeps, *, governance: Governance | None = None) -> Pregel[Any, Any, Any, Any]:
     """The agent, governed by ``policies/email.yaml`` unless ``governance`` says otherwise."""
+    return create_agent(
+        ScriptedToolModel(script=email_script),
+        tools=[t.as_tool() for t in email_tools(deps)],
+        middleware=[ApprovalMiddleware(governance=governance or _policy())],
+        checkpointer=deps.checkpointer,
+        name="email",
+    )
+
+
+def build_classic(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
+    """The same agent built with ``graphs.agent.build_agent`` (the engine's own loop)."""
+    return build_agent(
+        name="email",
+        model=ScriptedChatModel(email_script),
+        tools=email_tools(deps),
+        deps=deps,
+        governance=governance or _policy(),
+    )
+
+
+def _policy() -> Governance:
+    return Governance(interceptors=[load_policy(POLICY)], names=[f"policy:{POLICY.stem}"])
+
+
+def email_tools(deps: GraphDeps) -> list[GovernedTool]:
+    """``draft_email`` (allowed) and ``send_email`` (sensitive); a sent e-mail is recorded as
+    a side effect in ``deps.effects``."""
 
     @governed_tool()
     async def draft_email(
@@ -96,12 +132,4 @@ def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGrap
             "subject": subject,
         }
 
-    tools: list[GovernedTool] = [draft_email, send_email]
-    return build_agent(
-        name="email",
-        model=ScriptedChatModel(email_script),
-        tools=tools,
-        deps=deps,
-        governance=governance
-        or Governance(interceptors=[load_policy(POLICY)], names=[f"policy:{POLICY.stem}"]),
-    )
+    return [draft_email, send_email]

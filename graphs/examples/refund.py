@@ -2,6 +2,11 @@
 
 Ask it "Please refund order 1001" or "Refund orders 1001 and 1002"; each refund is its own
 call and its own approval request.
+
+An ordinary langchain ``create_agent`` agent with a scripted chat model, governed by
+``ApprovalMiddleware(policy=...)``. Its tools are governed tools (``GovernedTool.as_tool()``):
+the middleware runs them with their own validation, pre- and postconditions and ``ToolCall``.
+``build_classic`` is the same agent built with ``graphs.agent.build_agent``.
 """
 
 from __future__ import annotations
@@ -10,7 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.pregel import Pregel
 from pydantic import Field
 
 from approvals.policy import load_policy
@@ -19,7 +26,8 @@ from graphs.conditions import CheckResult, postcondition, precondition
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
 from graphs.governance import Governance
-from graphs.scripted import ScriptedChatModel
+from graphs.middleware import ApprovalMiddleware
+from graphs.scripted import ScriptedChatModel, ScriptedToolModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
 
 POLICY = Path(__file__).parent / "policies" / "refund.yaml"
@@ -104,8 +112,35 @@ async def refund_has_an_id(args: dict[str, Any], call: ToolCall, result: Any) ->
     return isinstance(result, dict) and str(result.get("refund_id", "")).startswith("rf_")
 
 
-def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
+def build(deps: GraphDeps, *, governance: Governance | None = None) -> Pregel[Any, Any, Any, Any]:
     """The agent, governed by ``policies/refund.yaml`` unless ``governance`` says otherwise."""
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=[t.as_tool() for t in refund_tools(deps)],
+        middleware=[ApprovalMiddleware(governance=governance or _policy())],
+        checkpointer=deps.checkpointer,
+        name="refund",
+    )
+
+
+def build_classic(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
+    """The same agent built with ``graphs.agent.build_agent`` (the engine's own loop)."""
+    return build_agent(
+        name="refund",
+        model=ScriptedChatModel(refund_script),
+        tools=refund_tools(deps),
+        deps=deps,
+        governance=governance or _policy(),
+    )
+
+
+def _policy() -> Governance:
+    return Governance(interceptors=[load_policy(POLICY)], names=[f"policy:{POLICY.stem}"])
+
+
+def refund_tools(deps: GraphDeps) -> list[GovernedTool]:
+    """``lookup_order`` (allowed) and ``issue_refund`` (sensitive, with its conditions); the
+    refund is recorded as a side effect in ``deps.effects``."""
 
     @governed_tool()
     async def lookup_order(
@@ -142,12 +177,4 @@ def build(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGrap
             "amount": amount,
         }
 
-    tools: list[GovernedTool] = [lookup_order, issue_refund]
-    return build_agent(
-        name="refund",
-        model=ScriptedChatModel(refund_script),
-        tools=tools,
-        deps=deps,
-        governance=governance
-        or Governance(interceptors=[load_policy(POLICY)], names=[f"policy:{POLICY.stem}"]),
-    )
+    return [lookup_order, issue_refund]

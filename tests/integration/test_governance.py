@@ -18,6 +18,7 @@ from approvals.errors import InvalidDecision
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
 from graphs.governance import Governance
+from graphs.run_config import engine_configurable
 from storage.ops import PgOperations
 from tests.integration.governed_graphs import GRAPHS, DenyOutput
 from tests.integration.helpers import scalar
@@ -113,13 +114,15 @@ async def test_a_denied_model_response_never_enters_the_history(governed: Engine
 
 async def test_a_denied_answer_is_never_released(governed: Engine) -> None:
     graph = governed.registry.get("deny_output")
-    config = {"configurable": {"thread_id": "t-deny-output"}}
-    payload = {
-        "messages": [{"role": "user", "content": "hello"}],
-        "run_id": "00000000-0000-4000-8000-000000000001",
-        "started_by": "a",
-        "new_input": True,
-    }
+    # Invoked as the engine's runner invokes a create_agent host: the run in the config.
+    engine = engine_configurable(
+        run_id="00000000-0000-4000-8000-000000000001",
+        principal="a",
+        graph="deny_output",
+        deps=governed.registry.deps,
+    )
+    config = {"configurable": {"thread_id": "t-deny-output", **engine}}
+    payload = {"messages": [{"role": "user", "content": "hello"}]}
     seen = []
     async for chunk in graph.astream(payload, config, stream_mode=["updates", "messages"]):  # type: ignore[arg-type]
         seen.append(str(chunk))
