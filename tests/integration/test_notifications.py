@@ -422,17 +422,27 @@ async def test_the_worker_command_sends_notifications(
     }
     worker = await spawn(env, "worker")
     try:
-        request_id = (await start_refund(engine)).pending[0]
+        outcome = await start_refund(engine)
+        request_id = outcome.pending[0]
+
+        def events() -> list[str]:
+            return sorted(json.loads(r.body)["event"] for r in hook.requests)
 
         async def announced() -> bool:
-            return len(hook.requests) == 1
+            # The waiting call, and (so that the starter need not poll) the waiting run.
+            return events() == ["request.waiting", "run.waiting"]
 
         await eventually(announced, timeout=60)
     finally:
         worker.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(worker.wait(), 30)
     assert code == 0
-    assert verified(hook)["request_id"] == request_id
+    bodies = [verified(hook, i) for i in range(len(hook.requests))]
+    assert {b["event"]: b["run_id"] for b in bodies} == {
+        "request.waiting": outcome.run_id,
+        "run.waiting": outcome.run_id,
+    }
+    assert [b["request_id"] for b in bodies if b["event"] == "request.waiting"] == [request_id]
 
 
 def test_a_tampered_body_fails_verification() -> None:

@@ -1,0 +1,91 @@
+"""Run events as the runner publishes them: a message is sent only as the output check
+released it (buffered output: the model's raw answer is never streamed), whether the host is
+build_agent (its model tagged nostream) or create_agent with ApprovalMiddleware."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage.run_events import PgRunEvents
+from web.engine import Engine, open_engine
+from web.settings import Settings
+
+GRAPHS = {
+    "mask_output": "tests.integration.governed_graphs:mask_output",
+    "deny_output": "tests.integration.governed_graphs:deny_output",
+    "mw_mask_output": "tests.integration.middleware_graphs:mask_output",
+}
+
+
+@pytest.fixture
+async def hosts(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
+    settings = Settings(
+        database_url=database_url, config_file=tmp_path / "none.toml", graphs=GRAPHS
+    )
+    async with open_engine(database_url, settings) as engine:
+        yield engine
+
+
+async def run_to_the_end(engine: Engine, graph: str, message: str) -> tuple[Any, list[Any]]:
+    """Start a run (approving whatever it waits on); the node updates the starter was given."""
+    seen: list[Any] = []
+
+    async def observe(node: str, data: dict[str, Any]) -> None:
+        seen.append({"node": node, **data})
+
+    out = await engine.runner.start(graph, {"message": message}, principal="a", observe=observe)
+    for _ in range(5):
+        run = await engine.runs.get(out.run_id)
+        assert run is not None
+        if run.status != "waiting":
+            return run, seen
+        for request in await engine.requests.for_run(out.run_id):
+            if request.status == "pending":
+                await engine.decide(request.id, "approve", principal="bob")
+        await engine.worker.drain()
+    raise AssertionError("the run kept waiting")
+
+
+def answers(events: list[Any]) -> list[str]:
+    return [m["content"] for e in events for m in e.get("messages", []) if m["content"]]
+
+
+@pytest.mark.parametrize(
+    ("graph", "message", "released"),
+    [
+        ("mask_output", "refund 1001", "Refunded #.## on order 1001."),
+        ("mw_mask_output", "refund 1001 25", "success: refunded #.## on 1001"),
+    ],
+)
+async def test_a_streamed_answer_is_only_ever_the_one_the_output_check_released(
+    hosts: Engine, graph: str, message: str, released: str
+) -> None:
+    run, seen = await run_to_the_end(hosts, graph, message)
+    assert run.status == "completed"
+    assert run.answer == released
+    recorded = await PgRunEvents(hosts.db).after(run.id, 0)
+    updates = [{"node": e["node"], **e["data"]} for e in recorded if e["kind"] == "update"]
+    assert answers(updates)[-1] == released
+    # Nothing of the model's own answer (the amount) was ever sent, live or recorded.
+    assert "25.00" not in json.dumps(seen)
+    assert "25.00" not in json.dumps([e["data"] for e in recorded])
+    # The starter was given the first step's updates as they were recorded.
+    assert seen == updates[: len(seen)]
+    assert seen
+
+
+async def test_a_denied_answer_is_never_streamed(hosts: Engine) -> None:
+    run, seen = await run_to_the_end(hosts, "deny_output", "refund 1001")
+    assert run.status == "blocked"
+    recorded = await PgRunEvents(hosts.db).after(run.id, 0)
+    text = json.dumps(seen) + json.dumps([e["data"] for e in recorded])
+    assert "Refunded" not in text
+    assert [e["data"]["status"] for e in recorded if e["kind"] == "status"] == [
+        "running",
+        "blocked",
+    ]
