@@ -6,14 +6,19 @@ through ``publish``. Every insert NOTIFYs ``EVENTS_CHANNEL`` with the run's id.
 
 from __future__ import annotations
 
-import time
+import asyncio
+import contextlib
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
+from approvals.errors import DatabaseUnavailable
 from approvals.notify import DeliveryStatus
 from storage.db import Database, Row, json, sql, translated_errors
+
+log = logging.getLogger("approvals.run_events")
 
 #: The NOTIFY channel; the payload is the run's id.
 EVENTS_CHANNEL = "approvals_run_events"
@@ -74,36 +79,99 @@ class PgRunEvents:
         return await self._db.all("run_notifications", {"run_id": run_id})
 
 
-class RunEventListener:
-    """A connection of its own LISTENing for run events, for one stream: held for as long as
-    the stream, so it is not taken from the pool that serves requests."""
+class Subscription:
+    """One stream's interest in one run's events (``RunEventHub.subscribe``)."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self._conn = conn
+    def __init__(self, hub: RunEventHub, run_id: str) -> None:
+        self._hub = hub
+        self.run_id = run_id
+        self._woken = asyncio.Event()
 
-    @classmethod
-    async def open(cls, url: str, connect_seconds: int = 10) -> RunEventListener:
+    def wake(self) -> None:
+        self._woken.set()
+
+    async def wait(self, seconds: float) -> bool:
+        """Until an event of the run was published since the last call (``True``; at once if
+        one already was) or ``seconds`` pass (``False``)."""
+        try:
+            await asyncio.wait_for(self._woken.wait(), seconds)
+        except TimeoutError:
+            return False
+        self._woken.clear()
+        return True
+
+    def close(self) -> None:
+        self._hub.unsubscribe(self)
+
+
+class RunEventHub:
+    """One connection per process LISTENing for run events, waking the streams of the run each
+    names: a stream costs the database nothing, however many clients follow runs. If the
+    connection drops, every stream is woken (each re-reads its run's events) and the hub
+    connects again."""
+
+    def __init__(self, url: str, *, retry_seconds: float = 1.0) -> None:
+        self._url = url
+        self._retry = retry_seconds
+        self._streams: dict[str, set[Subscription]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def subscribe(self, run_id: str) -> Subscription:
+        """Listen for ``run_id``'s events; ``DatabaseUnavailable`` when the hub cannot listen
+        (so the request fails before its stream starts)."""
+        async with self._lock:
+            if self._task is None or self._task.done():
+                conn = await self._connect()
+                self._task = asyncio.create_task(self._listen(conn), name="run-event-hub")
+        sub = Subscription(self, run_id)
+        self._streams.setdefault(run_id, set()).add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        subs = self._streams.get(sub.run_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._streams[sub.run_id]
+
+    async def _connect(self) -> psycopg.AsyncConnection[Any]:
         with translated_errors():
             conn = await psycopg.AsyncConnection.connect(
-                url, autocommit=True, connect_timeout=connect_seconds
+                self._url, autocommit=True, connect_timeout=10
             )
             try:
                 await conn.execute(sql("listen_run_events"))
             except BaseException:
                 await conn.close()
                 raise
-        return cls(conn)
+        return conn
 
-    async def wait(self, run_id: str, seconds: float) -> bool:
-        """Until an event of ``run_id`` is published (``True``) or ``seconds`` pass
-        (``False``); other runs' events are skipped."""
-        deadline = time.monotonic() + seconds
-        with translated_errors():
-            while (left := deadline - time.monotonic()) > 0:
-                async for notify in self._conn.notifies(timeout=left, stop_after=1):
-                    if notify.payload == run_id:
-                        return True
-        return False
+    async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
+        while True:
+            if conn is not None:
+                try:
+                    async for notify in conn.notifies():
+                        for sub in self._streams.get(notify.payload, ()):
+                            sub.wake()
+                except (psycopg.Error, OSError) as exc:
+                    log.warning("run events: lost the listening connection (%s)", exc)
+                finally:
+                    await conn.close()
+                # Whatever was published meanwhile is in the table: every stream re-reads.
+                for subs in list(self._streams.values()):
+                    for sub in subs:
+                        sub.wake()
+            await asyncio.sleep(self._retry)
+            try:
+                conn = await self._connect()
+            except DatabaseUnavailable as exc:
+                log.warning("run events: cannot listen (%s); retrying", exc)
+                conn = None
 
     async def close(self) -> None:
-        await self._conn.close()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -29,7 +29,6 @@ from approvals.json_values import check_json
 from approvals.model import ApprovalRequest, RequestStatus, Run, Vote
 from approvals.principals import Principal
 from storage.ops import PgOperations
-from storage.run_events import RunEventListener
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError
 from web.run_stream import parse_after
@@ -366,11 +365,11 @@ def router() -> APIRouter:
         if after_id is None:
             raise ApiError(422, "invalid_input", "Last-Event-ID must be an event id")
         engine = engine_of(request)
-        # Connected before the response starts: a database that is gone answers 503, not a
-        # stream cut short.
-        listener = await RunEventListener.open(engine.url)
+        # Subscribed before the response starts (and before the first read): a database that
+        # is gone answers 503, not a stream cut short.
+        sub = await engine.streams.subscribe(run.id)
         return StreamingResponse(
-            stream_run_events(engine.run_events, listener, run, after_id),
+            stream_run_events(engine.run_events, sub, run, after_id),
             media_type="text/event-stream",
             # Proxies must pass each event on as it comes.
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

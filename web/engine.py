@@ -32,7 +32,7 @@ from storage.db import Database, check_connection, is_transient, open_pool, tran
 from storage.notifications import PgNotifications
 from storage.queue import PgResumeQueue
 from storage.requests import PgApprovalRequests, PgDecisions
-from storage.run_events import PgRunEvents
+from storage.run_events import PgRunEvents, RunEventHub
 from storage.runs import PgRuns, PgSideEffects, PgToolLedger
 from web.notify import Notifier
 from web.settings import Settings
@@ -97,6 +97,11 @@ class Engine:
             runner=runner, queue=self.queue, concurrency=self.settings.worker_concurrency
         )
         return _Graphs(registry=registry, runner=runner, worker=worker)
+
+    @cached_property
+    def streams(self) -> RunEventHub:
+        """Wakes this process's run event streams (one LISTEN connection, made on first use)."""
+        return RunEventHub(self.url)
 
     @cached_property
     def run_events(self) -> PgRunEvents:
@@ -263,6 +268,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
     with translated_errors():
         await pool.open(wait=True, timeout=15)
     queue: PgResumeQueue | None = None
+    engine: Engine | None = None
     try:
         db = Database(pool)
         audit = PgAuditLog(db)
@@ -271,7 +277,7 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
         ledger = PgToolLedger(db)
         effects = PgSideEffects(db)
         queue = PgResumeQueue(db, url)
-        yield Engine(
+        engine = Engine(
             url=url,
             settings=settings,
             db=db,
@@ -285,7 +291,11 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             accounts=PgAccounts(db),
             notifier=Notifier.from_settings(PgNotifications(db), settings, PgRunEvents(db)),
         )
+        yield engine
     finally:
+        if engine is not None and "streams" in engine.__dict__:
+            # Only if a stream made it listen.
+            await engine.streams.close()
         if queue is not None:
             await queue.close()
         await pool.close()

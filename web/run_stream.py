@@ -6,7 +6,8 @@ events are sent in the order they were recorded, each with its id, so a client r
 with ``Last-Event-ID`` gets only what it missed. Without one, the stream starts from the run's
 first event (its history is one event per node update, and small). It closes once the run's
 latest event says it waits for a human or ended; a run that already did gets its status and
-the stream closes at once.
+the stream closes at once. Each web process LISTENs on one connection of its own
+(``storage.run_events.RunEventHub``), whatever the number of streams.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from approvals.model import Run, RunStatus
-from storage.run_events import PgRunEvents, RunEventListener
+from storage.run_events import PgRunEvents, Subscription
 
 #: The statuses that end a stream: the run waits for a human, or it is over.
 STOPS = frozenset(
@@ -64,9 +65,10 @@ def _stops(row: dict[str, Any]) -> bool:
 
 
 async def run_events(
-    events: PgRunEvents, listener: RunEventListener, run: Run, after: int
+    events: PgRunEvents, sub: Subscription, run: Run, after: int
 ) -> AsyncIterator[bytes]:
-    """The stream's bytes; closes ``listener`` when done (or when the client goes away)."""
+    """The stream's bytes; closes ``sub`` when done (or when the client goes away). ``sub``
+    was taken before the first read, so nothing published after that read is missed."""
     run_id = run.id
     try:
         rows = await events.after(run_id, after, PAGE)
@@ -89,8 +91,8 @@ async def run_events(
                     return
                 rows = more
                 continue
-            if not await listener.wait(run_id, KEEPALIVE_SECONDS):
+            if not await sub.wait(KEEPALIVE_SECONDS):
                 yield b": keepalive\n\n"
             rows = await events.after(run_id, after, PAGE)
     finally:
-        await listener.close()
+        sub.close()

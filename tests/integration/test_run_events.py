@@ -4,6 +4,7 @@ build_agent (its model tagged nostream) or create_agent with ApprovalMiddleware.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from storage.run_events import PgRunEvents
+from storage.run_events import PgRunEvents, RunEventHub
+from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -89,3 +91,42 @@ async def test_a_denied_answer_is_never_streamed(hosts: Engine) -> None:
         "running",
         "blocked",
     ]
+
+
+async def test_a_stream_is_woken_by_its_runs_events_only_and_outlives_a_lost_connection(
+    hosts: Engine,
+) -> None:
+    mine = await hosts.runner.start("mask_output", {"message": "refund 1001"}, principal="a")
+    other = await hosts.runner.start("mask_output", {"message": "refund 1002"}, principal="a")
+    hub = RunEventHub(hosts.url, retry_seconds=0.05)
+    try:
+        sub = await hub.subscribe(mine.run_id)
+        events = PgRunEvents(hosts.db)
+        await events.publish(other.run_id, "elsewhere", {"messages": []})
+        assert not await sub.wait(0.3)
+        await events.publish(mine.run_id, "here", {"messages": []})
+        assert await sub.wait(10)
+
+        # The listening connection dies: the stream is woken (to re-read), and the hub listens
+        # again, so later events still wake it.
+        killed = await scalar(
+            hosts,
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE query LIKE 'LISTEN approvals_run_events%%' AND datname = current_database()",
+        )
+        assert killed == 1
+        assert await sub.wait(10)
+        for _ in range(200):
+            listening = await scalar(
+                hosts,
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND query LIKE 'LISTEN approvals_run_events%%'",
+            )
+            if listening:
+                break
+            await asyncio.sleep(0.05)
+        await events.publish(mine.run_id, "again", {"messages": []})
+        assert await sub.wait(10)
+        sub.close()
+    finally:
+        await hub.close()
