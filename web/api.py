@@ -368,8 +368,13 @@ def router() -> APIRouter:
         # Subscribed before the response starts (and before the first read): a database that
         # is gone answers 503, not a stream cut short.
         sub = await engine.streams.subscribe(run.id)
+
+        async def status() -> str | None:
+            now = await engine.runs.get(run.id)
+            return now.status.value if now is not None else None
+
         return StreamingResponse(
-            stream_run_events(engine.run_events, sub, run, after_id),
+            stream_run_events(engine.run_events, sub, run, after_id, status),
             media_type="text/event-stream",
             # Proxies must pass each event on as it comes.
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

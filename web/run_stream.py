@@ -13,7 +13,7 @@ the stream closes at once. Each web process LISTENs on one connection of its own
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from approvals.model import Run, RunStatus
@@ -29,6 +29,9 @@ STOPS = frozenset(
         RunStatus.CANCELLED.value,
     }
 )
+#: The statuses a run never leaves (a cancelled run's step may still publish updates, but its
+#: settlement is dropped: nothing after this status matters).
+FINAL = STOPS - {RunStatus.WAITING.value}
 #: A comment this often keeps proxies from closing an idle stream; each also re-reads the run's
 #: events (in case a notification was missed).
 KEEPALIVE_SECONDS = 15.0
@@ -60,16 +63,26 @@ def parse_after(value: str | None) -> int | None:
     return int(value)
 
 
+def _final(row: dict[str, Any]) -> bool:
+    return row["kind"] == "status" and (row.get("data") or {}).get("status") in FINAL
+
+
 def _stops(row: dict[str, Any]) -> bool:
     return row["kind"] == "status" and (row.get("data") or {}).get("status") in STOPS
 
 
 async def run_events(
-    events: PgRunEvents, sub: Subscription, run: Run, after: int
+    events: PgRunEvents,
+    sub: Subscription,
+    run: Run,
+    after: int,
+    status: Callable[[], Awaitable[str | None]],
 ) -> AsyncIterator[bytes]:
     """The stream's bytes; closes ``sub`` when done (or when the client goes away). ``sub``
-    was taken before the first read, so nothing published after that read is missed."""
+    was taken before the first read, so nothing published after that read is missed.
+    ``status`` reads the run's current status."""
     run_id = run.id
+    ended = False
     try:
         rows = await events.after(run_id, after, PAGE)
         if not rows and run.status.value in STOPS:
@@ -82,9 +95,12 @@ async def run_events(
             for row in rows:
                 yield sse(event_json(row, run_id), kind=row["kind"], event_id=row["id"])
                 after = row["id"]
+                ended = ended or _final(row)
             if len(rows) >= PAGE:
                 rows = await events.after(run_id, after, PAGE)
                 continue
+            if ended:
+                return
             if rows and _stops(rows[-1]):
                 more = await events.after(run_id, after, PAGE)
                 if not more:
@@ -93,6 +109,14 @@ async def run_events(
                 continue
             if not await sub.wait(KEEPALIVE_SECONDS):
                 yield b": keepalive\n\n"
+                rows = await events.after(run_id, after, PAGE)
+                now = None if rows else await status()
+                if now in FINAL:
+                    # Its status event was not seen (recorded out of order with another of
+                    # the run's events): the run's row says it is over.
+                    yield sse({"run_id": run_id, "kind": "status", "status": now}, kind="status")
+                    return
+                continue
             rows = await events.after(run_id, after, PAGE)
     finally:
         sub.close()

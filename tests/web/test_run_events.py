@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.integration.helpers import thread_lock
+from tests.integration.helpers import scalar, thread_lock
 from tests.web.conftest import Server
 from tests.web.test_api import client, token
+from web import run_stream
 from web.engine import Engine
 
 
@@ -133,3 +136,33 @@ async def test_a_principal_who_may_not_see_the_run_gets_404_and_bad_ids_are_refu
     async with client(server, starter) as api:
         bad = await api.get(f"/api/v1/runs/{run_id}/events", headers={"last-event-id": "x1"})
     assert bad.status_code == 422
+
+
+async def test_a_stream_of_an_ended_run_always_closes(
+    server: Server, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id, request_id, shop = await started_refund(server, engine)
+    support = await token(engine, "lead", "support")
+    async with client(server, support) as lead:
+        decided = await lead.post(
+            f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
+        )
+        assert decided.status_code == 200
+    async with client(server, shop) as api:
+        # Waits for the end (the stream closes at "completed").
+        done = await all_events(api, run_id, after=0)
+        while kinds(done)[-1] != "completed":
+            done = await all_events(api, run_id, after=0)
+        # Whatever is recorded after a final status, the stream sends it and closes.
+        await engine.run_events.publish(run_id, "late", {"messages": []})
+        after_end = await asyncio.wait_for(all_events(api, run_id, after=done[-2]["_id"]), 10)
+        assert [e["kind"] for e in after_end] == ["status", "update"]
+        # A final status event the stream never sees (recorded out of order): the run's row
+        # ends the stream at the next keepalive.
+        monkeypatch.setattr(run_stream, "KEEPALIVE_SECONDS", 0.2)
+        await scalar(engine, "DELETE FROM run_events WHERE id = %s RETURNING id", done[-1]["_id"])
+        missed = await asyncio.wait_for(all_events(api, run_id, after=done[-2]["_id"]), 10)
+    assert [(e["kind"], e.get("status"), e["_id"]) for e in missed] == [
+        ("update", None, after_end[-1]["_id"]),
+        ("status", "completed", None),
+    ]
