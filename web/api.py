@@ -374,7 +374,16 @@ def router() -> APIRouter:
             return now.status.value if now is not None else None
 
         return StreamingResponse(
-            stream_run_events(engine.run_events, sub, run, after_id, status),
+            stream_run_events(
+                engine.run_events,
+                sub,
+                run,
+                after_id,
+                status,
+                # An approver sees the run through its requests, redactions included: the
+                # model's text (which may quote a redacted argument) is its starter's.
+                content=run.started_by == principal.id or rules_of(request).is_operator(principal),
+            ),
             media_type="text/event-stream",
             # Proxies must pass each event on as it comes.
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

@@ -39,12 +39,17 @@ KEEPALIVE_SECONDS = 15.0
 PAGE = 500
 
 
-def event_json(row: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """One event as the stream (and ``runs start --stream``) shows it."""
+def event_json(row: dict[str, Any], run_id: str, *, content: bool = True) -> dict[str, Any]:
+    """One event as the stream (and ``runs start --stream``) shows it; without ``content``,
+    its messages keep only the names of the tools they call."""
     out: dict[str, Any] = {"run_id": run_id, "kind": row["kind"]}
     if row.get("node") is not None:
         out["node"] = row["node"]
     out.update(row.get("data") or {})
+    if not content and isinstance(out.get("messages"), list):
+        out["messages"] = [
+            {"tool_calls": m.get("tool_calls", [])} for m in out["messages"] if isinstance(m, dict)
+        ]
     return out
 
 
@@ -77,10 +82,15 @@ async def run_events(
     run: Run,
     after: int,
     status: Callable[[], Awaitable[str | None]],
+    *,
+    content: bool = True,
 ) -> AsyncIterator[bytes]:
     """The stream's bytes; closes ``sub`` when done (or when the client goes away). ``sub``
     was taken before the first read, so nothing published after that read is missed.
-    ``status`` reads the run's current status."""
+    ``status`` reads the run's current status; ``content``: whether messages keep their text
+    (the run's starter and operators), or only the names of the tools they call (approvers,
+    who see the run through its requests: the model's text may quote an argument a policy
+    redacts from them)."""
     run_id = run.id
     ended = False
     try:
@@ -93,7 +103,9 @@ async def run_events(
             return
         while True:
             for row in rows:
-                yield sse(event_json(row, run_id), kind=row["kind"], event_id=row["id"])
+                yield sse(
+                    event_json(row, run_id, content=content), kind=row["kind"], event_id=row["id"]
+                )
                 after = row["id"]
                 ended = ended or _final(row)
             if len(rows) >= PAGE:

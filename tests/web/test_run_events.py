@@ -112,6 +112,15 @@ async def test_a_client_sees_a_runs_events_in_order_as_it_pauses_is_decided_and_
         late = await all_events(lead, run_id, after=rest[-1]["_id"])
         assert [(e["kind"], e["status"], e["_id"]) for e in late] == [("status", "completed", None)]
 
+        # The approver (who sees the run through its request) is sent the same events, but of
+        # the messages only the tools they call: the text is the starter's.
+        seen_by_lead = await all_events(lead, run_id)
+        assert [e["_id"] for e in seen_by_lead] == [e["_id"] for e in [*first, resuming, *rest]]
+        lead_messages = [m for e in seen_by_lead if e["kind"] == "update" for m in e["messages"]]
+        assert lead_messages
+        assert all(set(m) == {"tool_calls"} for m in lead_messages)
+        assert report["answer"] not in json.dumps(seen_by_lead)
+
 
 async def test_a_principal_who_may_not_see_the_run_gets_404_and_bad_ids_are_refused(
     server: Server, engine: Engine
