@@ -314,6 +314,16 @@ class Notifier:
             )
         return len(notices) + len(run_notices)
 
+    def _settled(self, outcome: Outcome, attempt: int) -> tuple[Outcome, float]:
+        """What a delivery attempt comes to: a retry past the last attempt gives up, any other
+        retry waits its backoff (seconds)."""
+        if outcome.status is not DeliveryStatus.RETRY:
+            return outcome, 0.0
+        if attempt >= self._max_attempts:
+            gave_up = f"gave up after {attempt} attempts: {outcome.error}"
+            return Outcome(DeliveryStatus.FAILED, outcome.response_code, gave_up), 0.0
+        return outcome, backoff_seconds(attempt, base=self._backoff_base, cap=self._backoff_max)
+
     async def _deliver_run(self, notice: RunNotice, client: httpx.AsyncClient) -> None:
         assert self._runs is not None
         try:
@@ -321,18 +331,7 @@ class Notifier:
         except Exception as exc:  # a bug in a channel must not stop the others
             log.exception("run notification %s failed", notice.delivery_header)
             outcome = Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
-        retry_in = 0.0
-        if outcome.status is DeliveryStatus.RETRY:
-            if notice.attempt >= self._max_attempts:
-                outcome = Outcome(
-                    DeliveryStatus.FAILED,
-                    outcome.response_code,
-                    f"gave up after {notice.attempt} attempts: {outcome.error}",
-                )
-            else:
-                retry_in = backoff_seconds(
-                    notice.attempt, base=self._backoff_base, cap=self._backoff_max
-                )
+        outcome, retry_in = self._settled(outcome, notice.attempt)
         level = log.info if outcome.status is DeliveryStatus.SENT else log.warning
         level(
             "run notification %s (%s, run %s %s) attempt %s: %s%s",
@@ -359,18 +358,7 @@ class Notifier:
         except Exception as exc:  # a bug in a channel must not stop the others
             log.exception("notification %s on %s failed", notice.delivery_id, notice.channel)
             outcome = Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
-        retry_in = 0.0
-        if outcome.status is DeliveryStatus.RETRY:
-            if notice.attempt >= self._max_attempts:
-                outcome = Outcome(
-                    DeliveryStatus.FAILED,
-                    outcome.response_code,
-                    f"gave up after {notice.attempt} attempts: {outcome.error}",
-                )
-            else:
-                retry_in = backoff_seconds(
-                    notice.attempt, base=self._backoff_base, cap=self._backoff_max
-                )
+        outcome, retry_in = self._settled(outcome, notice.attempt)
         level = log.info if outcome.status is DeliveryStatus.SENT else log.warning
         level(
             "notification %s (%s, request %s, level %s) attempt %s: %s%s",
