@@ -459,15 +459,9 @@ def router() -> APIRouter:
     ) -> Response:
         check_form(request, session, csrf)
         found = await _request(request, session.principal, request_id)
-        if not reason.strip():
-            return await _detail(
-                request, session, found.id, 422, reject_error="A rejection needs a reason."
-            )
-        problem = text_problem(reason)
-        if problem is not None:
-            return await _detail(
-                request, session, found.id, 422, reject_error=f"The reason {problem}."
-            )
+        error = _text_error(reason, "A rejection needs a reason.", "The reason")
+        if error is not None:
+            return await _detail(request, session, found.id, 422, reject_error=error)
         return await _decide(request, session, found, "reject", reason=reason.strip())
 
     @pages.post("/requests/{request_id}/respond")
@@ -482,15 +476,9 @@ def router() -> APIRouter:
         found = await _request(request, session.principal, request_id)
         # The answer is what the model receives: an empty or unstorable one is shown back
         # with the form, and nothing is consumed.
-        if not message.strip():
-            return await _detail(
-                request, session, found.id, 422, respond_error="A response needs an answer."
-            )
-        problem = text_problem(message)
-        if problem is not None:
-            return await _detail(
-                request, session, found.id, 422, respond_error=f"The answer {problem}."
-            )
+        error = _text_error(message, "A response needs an answer.", "The answer")
+        if error is not None:
+            return await _detail(request, session, found.id, 422, respond_error=error)
         return await _decide(request, session, found, "respond", message=message)
 
     @pages.post("/requests/{request_id}/edit")
@@ -617,6 +605,14 @@ async def _changes(request: Request, session: Session) -> AsyncIterator[str]:
         if visible:
             # Only ids the principal may see (it could open each of them anyway).
             yield f"event: changed\ndata: {json.dumps({'requests': visible})}\n\n"
+
+
+def _text_error(value: str, blank: str, label: str) -> str | None:
+    """Why a form's free text (a reason, an answer) cannot be taken, or ``None``."""
+    if not value.strip():
+        return blank
+    problem = text_problem(value)
+    return f"{label} {problem}." if problem is not None else None
 
 
 def _safe_next(value: str) -> str:
