@@ -17,9 +17,10 @@ from agent_hooks.path import PathError
 from agent_hooks.path import apply as apply_transform
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from approvals.model import OnExpiry
+from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS, OnExpiry
 from approvals.policy.evaluation import (
     TOOL_METADATA,
+    Escalation,
     Policy,
     approvals_extension,
     escalation_of,
@@ -52,6 +53,7 @@ EXPECT_FIELDS = (
     "allow_edit",
     "on_expiry",
     "redact",
+    "allowed_decisions",
     "value",
 )
 OUTCOMES = ("allow", "warn", "deny", "escalate", "transform")
@@ -71,6 +73,8 @@ class Expectation:
     on_expiry: str | None = None
     #: The redacted argument paths, relative (``payment.card``); ``()``: none.
     redact: tuple[str, ...] | None = None
+    #: The decisions approvers are offered (in ``DECISION_TYPES`` order, the default included).
+    allowed_decisions: tuple[str, ...] | None = None
     value: Any = _ABSENT
 
     def describe(self) -> str:
@@ -92,6 +96,8 @@ class Expectation:
             details.append(f"on expiry: {self.on_expiry}")
         if self.redact is not None:
             details.append(_redacted(self.redact))
+        if self.allowed_decisions is not None:
+            details.append(f"decisions: [{', '.join(self.allowed_decisions)}]")
         if self.value is not _ABSENT:
             details.append(f"value: {self.value!r}")
         return " ".join(parts) + (f" ({'; '.join(details)})" if details else "")
@@ -285,6 +291,7 @@ def _expectation(reader: Reader, node: Node, what: str) -> Expectation:
         ("allow_edit", "escalate"),
         ("on_expiry", "escalate"),
         ("redact", "escalate"),
+        ("allowed_decisions", "escalate"),
         ("value", "transform"),
     ):
         if key in fields and decision != applies:
@@ -321,6 +328,9 @@ def _expectation(reader: Reader, node: Node, what: str) -> Expectation:
         on_expiry=_enum_value(reader, fields, "on_expiry", OnExpiry, what),
         redact=_redact_paths(reader, fields.value("redact"), f"{what}: expect.redact")
         if "redact" in fields
+        else None,
+        allowed_decisions=_decisions(reader, fields.value("allowed_decisions"), what)
+        if "allowed_decisions" in fields
         else None,
         value=reader.data(fields.value("value"), f"{what}: expect.value")
         if "value" in fields
@@ -407,6 +417,22 @@ def outcome_of(verdict: Verdict) -> str:
     return "warn" if verdict.warnings else "allow"
 
 
+def _offered(escalation: Escalation) -> tuple[str, ...]:
+    """The decisions an escalation offers: its list, or the default."""
+    return escalation.allowed_decisions or DEFAULT_DECISIONS
+
+
+def _decisions(reader: Reader, node: Node, what: str) -> tuple[str, ...]:
+    listed = reader.strings(node, f"{what}: expect.allowed_decisions")
+    for value, item in listed:
+        if value not in DECISION_TYPES:
+            raise reader.error(
+                item, f"{what}: expect.allowed_decisions: {value!r} is not a decision"
+            )
+    names = {value for value, _ in listed}
+    return tuple(d for d in DECISION_TYPES if d in names)
+
+
 def describe(verdict: Verdict, value: Any = _ABSENT) -> str:
     """The verdict in words, as a failing case reports it."""
     outcome = outcome_of(verdict)
@@ -430,6 +456,8 @@ def describe(verdict: Verdict, value: Any = _ABSENT) -> str:
             details.append(f"on expiry: escalate to {chain}")
         if escalation.redact:
             details.append(_redacted(escalation.redact))
+        if escalation.allowed_decisions:
+            details.append(f"decisions: [{', '.join(escalation.allowed_decisions)}]")
     if value is not _ABSENT:
         details.append(f"value: {value!r}")
     if outcome == "deny" and verdict.message:
@@ -481,6 +509,11 @@ def _details_match(expect: Expectation, verdict: Verdict, value: Any) -> bool:
         if expect.on_expiry is not None and escalation.on_expiry != expect.on_expiry:
             return False
         if expect.redact is not None and escalation.redact != expect.redact:
+            return False
+        if (
+            expect.allowed_decisions is not None
+            and _offered(escalation) != expect.allowed_decisions
+        ):
             return False
     return expect.value is _ABSENT or value == expect.value
 

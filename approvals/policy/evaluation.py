@@ -17,7 +17,7 @@ from typing import Any
 import cel
 from agent_hooks import Decision, InterceptionPoint, Transform, Verdict, Warning
 
-from approvals.model import EscalationStep, OnExpiry
+from approvals.model import DECISION_TYPES, EscalationStep, OnExpiry
 from approvals.policy.rules import TOOL_POINTS, Action, DefaultAction, Rule, SetArgument
 
 #: The variables a condition may use; see docs/policies.md.
@@ -136,6 +136,8 @@ class Escalation:
     then: tuple[EscalationStep, ...] = ()
     #: Argument paths (relative: ``payment.card``) redacted from what the approver is shown.
     redact: tuple[str, ...] = ()
+    #: The decisions approvers may make; empty: the default (approve, edit, reject).
+    allowed_decisions: tuple[str, ...] = ()
 
 
 def escalation_of(verdict: Verdict) -> Escalation | None:
@@ -159,6 +161,7 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
     steps = tuple(s for item in items if (s := EscalationStep.from_json(item)) is not None)
     escalates = block.get("on_expiry") == OnExpiry.ESCALATE and 0 < len(steps) == len(items)
     redact = block.get("redact")
+    allowed = block.get("allowed_decisions")
     return Escalation(
         rule=rule if isinstance(rule, str) else (verdict.reason or ""),
         approvers=(
@@ -174,6 +177,9 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
         on_expiry=OnExpiry.ESCALATE if escalates else OnExpiry.REJECT,
         then=steps if escalates else (),
         redact=(tuple(p for p in redact if isinstance(p, str)) if isinstance(redact, list) else ()),
+        allowed_decisions=(
+            tuple(d for d in DECISION_TYPES if d in allowed) if isinstance(allowed, list) else ()
+        ),
     )
 
 
@@ -194,6 +200,9 @@ def _approval_block(escalation: Escalation) -> dict[str, Any]:
     if escalation.redact:
         # What the host must not show the approver (see approvals.redaction).
         block["redact"] = list(escalation.redact)
+    if escalation.allowed_decisions:
+        # Only when the rule names them: the host's default stays approve, edit and reject.
+        block["allowed_decisions"] = list(escalation.allowed_decisions)
     return block
 
 
@@ -326,6 +335,7 @@ class Policy:
                 on_expiry=rule.on_expiry,
                 then=rule.then,
                 redact=rule.redact,
+                allowed_decisions=rule.allowed_decisions,
             )
             return Verdict(
                 decision=Decision.DENY,

@@ -18,7 +18,7 @@ from agent_hooks.path import PathError
 from agent_hooks.path import parse as parse_target_path
 from yaml.nodes import Node, ScalarNode, SequenceNode
 
-from approvals.model import EscalationStep, OnExpiry
+from approvals.model import DECISION_TYPES, EscalationStep, OnExpiry
 from approvals.policy.evaluation import DEFAULT_RULE, POLICY_ERROR, VARIABLES, Policy
 from approvals.policy.rules import (
     CONTENT_POINTS,
@@ -50,6 +50,7 @@ RULE_FIELDS = (
     "on_expiry",
     "then",
     "redact",
+    "allowed_decisions",
     "mask",
     "set",
 )
@@ -61,6 +62,7 @@ ESCALATE_FIELDS = (
     "on_expiry",
     "then",
     "redact",
+    "allowed_decisions",
 )
 MAX_QUORUM = 20
 #: The fields of one step of an escalation chain (``then``), and how long a chain may be.
@@ -260,6 +262,25 @@ def _rule(
             )
     on_expiry, then = _on_expiry(reader, fields, what)
     redact = _redact(reader, fields, what, frozenset(points)) if "redact" in fields else ()
+    allowed = _allowed_decisions(reader, fields, what, frozenset(points))
+    allow_edit = (
+        reader.boolean(fields.value("allow_edit"), f"{what}: allow_edit")
+        if "allow_edit" in fields
+        else True
+    )
+    if allowed and allow_edit and "edit" not in allowed:
+        # Edits are off because the list leaves them out; allow_edit: true would contradict it.
+        if "allow_edit" in fields:
+            raise reader.error(
+                fields.key("allow_edit"),
+                f"{what}: allow_edit is true but allowed_decisions does not list edit",
+            )
+        allow_edit = False
+    if allowed and not allow_edit and "edit" in allowed:
+        raise reader.error(
+            fields.key("allowed_decisions"),
+            f"{what}: allowed_decisions lists edit but allow_edit is false",
+        )
     return Rule(
         id=rule_id,
         points=frozenset(points),
@@ -277,17 +298,45 @@ def _rule(
         if "approvers" in fields
         else (),
         expires_in=expires_in,
-        allow_edit=reader.boolean(fields.value("allow_edit"), f"{what}: allow_edit")
-        if "allow_edit" in fields
-        else True,
+        allow_edit=allow_edit,
         quorum=quorum,
         on_expiry=on_expiry,
         then=then,
         redact=redact,
+        allowed_decisions=allowed,
         mask=mask,
         set=change,
         line=int(node.start_mark.line) + 1,
     )
+
+
+def _allowed_decisions(
+    reader: Reader, fields: Fields, what: str, points: frozenset[InterceptionPoint]
+) -> tuple[str, ...]:
+    """An escalate rule's ``allowed_decisions`` (in ``DECISION_TYPES`` order), or ``()`` for
+    the default. ``respond`` answers a tool call in the tool's place, so it needs a rule that
+    applies at ``pre_tool_call`` only; a decision the engine does not know is refused."""
+    if "allowed_decisions" not in fields:
+        return ()
+    node = fields.value("allowed_decisions")
+    listed = reader.strings(node, f"{what}: allowed_decisions")
+    if not listed:
+        raise reader.error(node, f"{what}: allowed_decisions must name at least one decision")
+    for value, item in listed:
+        if value not in DECISION_TYPES:
+            raise reader.error(
+                item,
+                f"{what}: allowed_decisions: {value!r} is not a decision "
+                f"(expected {', '.join(DECISION_TYPES)})",
+            )
+    names = {value for value, _ in listed}
+    if "respond" in names and points != {InterceptionPoint.PRE_TOOL_CALL}:
+        raise reader.error(
+            node,
+            f"{what}: respond answers a tool call in the tool's place, so the rule must apply "
+            "at pre_tool_call only",
+        )
+    return tuple(d for d in DECISION_TYPES if d in names)
 
 
 def _on_expiry(

@@ -116,6 +116,9 @@ class Rule:
     then: tuple[EscalationStep, ...] = ()
     #: Argument paths (relative: ``payment.card``) the approver is not shown (escalate only).
     redact: tuple[str, ...] = ()
+    #: The decisions approvers may make (escalate only; ``approvals.model.DECISION_TYPES``);
+    #: empty means the default (approve, edit, reject: never respond).
+    allowed_decisions: tuple[str, ...] = ()
     mask: Mask | None = None
     set: SetArgument | None = None
     line: int = 0
@@ -163,6 +166,8 @@ class Rule:
             out["on_expiry"] = self.on_expiry.value
             out["then"] = [step.to_json() for step in self.then]
             out["redact"] = [f"args.{path}" for path in self.redact]
+            if self.allowed_decisions:
+                out["allowed_decisions"] = list(self.allowed_decisions)
         if self.mask is not None:
             out["mask"] = {
                 "pattern": self.mask.pattern.pattern,

@@ -12,6 +12,7 @@ from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.pregel import Pregel
 
+from approvals.policy import parse_policy
 from graphs import ApprovalMiddleware
 from graphs.deps import GraphDeps
 from graphs.run_config import RUN_ID_KEY
@@ -59,4 +60,33 @@ def build(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         middleware=[ApprovalMiddleware(interrupt_on={"ask_manager": gate})],
         checkpointer=deps.checkpointer,
         name="lc_ask",
+    )
+
+
+#: The same question raised by a policy file's rule instead of ``interrupt_on``.
+ASK_POLICY = """\
+policy: ask
+default: allow
+rules:
+  - id: manager-answers
+    point: pre_tool_call
+    tool: ask_manager
+    action: escalate
+    approvers: [managers]
+    allowed_decisions: [respond, reject]
+"""
+
+
+def build_by_policy(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    @tool
+    async def ask_manager(question: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Ask the manager a question; the manager's answer comes back."""
+        return "the stub ran"
+
+    return create_agent(
+        ScriptedToolModel(script=ask_script),
+        tools=[ask_manager],
+        middleware=[ApprovalMiddleware(policy=parse_policy(ASK_POLICY, "ask.yaml"))],
+        checkpointer=deps.checkpointer,
+        name="lc_ask_policy",
     )

@@ -20,6 +20,7 @@ from web.settings import Settings
 
 GRAPHS = {
     "lc_ask": "tests.integration.respond_graphs:build",
+    "lc_ask_policy": "tests.integration.respond_graphs:build_by_policy",
     "lc_refund": "tests.integration.middleware_graphs:build",
     "described": "tests.integration.middleware_graphs:described",
 }
@@ -190,3 +191,21 @@ async def test_the_cli_responds_with_a_message_and_refuses_an_empty_one(
     assert run is not None
     assert run.answer == f"success: {ANSWER}"
     assert await side_effects(lc, out.run_id, "ask-1") == []
+
+
+async def test_a_policy_rule_offers_respond_and_the_answer_reaches_the_model(lc: Engine) -> None:
+    out = await _ask(lc, "lc_ask_policy")
+    [request_id] = out.pending
+    request = await lc.requests.get(request_id)
+    assert request is not None
+    assert request.offered_decisions == ("reject", "respond")
+    assert request.approvers == ("managers",)
+    with pytest.raises(InvalidDecision, match="offers: reject, respond"):
+        await lc.decide(request_id, "approve", principal="bob")
+    await _nothing_consumed(lc, request_id)
+    await lc.decide(request_id, "respond", principal="bob", message=ANSWER)
+    assert await lc.worker.drain() == 1
+    run = await lc.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "completed", run
+    assert run.answer == f"success: {ANSWER}"
