@@ -61,6 +61,7 @@ from graphs.agent import _refusals, _tool_counts, from_wire, to_wire
 from graphs.governance import ApprovalSlot, Governance, Session, SessionHolder, session_of
 from graphs.lc_tools import args_model_of, governed_view
 from graphs.run_config import EngineRun
+from graphs.structured import StructuredAnswer, StructuredAnswerRefused
 from graphs.tool_step import ToolStep, control_error
 from graphs.tools import GOVERNED_KEY, GovernedTool, ToolCall, ToolCatalog
 
@@ -477,7 +478,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             await session.emit(ctx, here)
         except InterceptionBlocked as blocked:
-            return _stopped(session, blocked)
+            return _stopped(session, blocked_reason(blocked))
         if ctx["messages"] != wire:
             request = request.override(messages=cast(list[AnyMessage], from_wire(ctx["messages"])))
         # Buffered, as build_agent's model node: the model's answer is not streamed (LangGraph's
@@ -516,7 +517,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         try:
             await session.emit(ctx, here)
         except InterceptionBlocked as blocked:
-            return _stopped(session, blocked)
+            return _stopped(session, blocked_reason(blocked))
         released = ctx["response"]
         if released["content"] != reply.content or released["tool_calls"] != calls:
             reply = AIMessage(
@@ -524,13 +525,23 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 tool_calls=released["tool_calls"] or [],
                 id=reply.id,
             )
+        if response.structured_response is not None:
+            structured = StructuredAnswer.of(response.structured_response, response.result)
+            kept = await _structured_output(
+                session, run, turn, structured, response.result, reply, replies[0]
+            )
+            if isinstance(kept, ExtendedModelResponse) or not isinstance(
+                answered, ExtendedModelResponse
+            ):
+                return kept
+            return ExtendedModelResponse(model_response=kept, command=answered.command)
         if not reply.tool_calls:
             here = _point_slot(run, "output", turn, {"content": reply.content})
             ctx = session.context("output", content=reply.content)
             try:
                 await session.emit(ctx, here)
             except InterceptionBlocked as blocked:
-                return _stopped(session, blocked)
+                return _stopped(session, blocked_reason(blocked))
             final = ctx["output"]["content"]
             if final != reply.content:
                 reply = AIMessage(content=final if final is not None else "", id=reply.id)
@@ -633,11 +644,45 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return released
 
 
-def _stopped(session: Session, blocked: InterceptionBlocked) -> ExtendedModelResponse[Any]:
+async def _structured_output(
+    session: Session,
+    run: EngineRun,
+    turn: int,
+    structured: StructuredAnswer,
+    result: list[BaseMessage],
+    reply: AIMessage,
+    original: AIMessage,
+) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+    """A structured answer (``response_format``) through ``output``, as a final text answer
+    goes: it enters the state only once ``output`` allowed it, as ``output`` left it
+    (``graphs.structured``); a rewrite its own type refuses stops the run."""
+    try:
+        value = structured.value if reply is original else structured.released(reply)
+        answer = structured.answer if reply is original else structured.parsed(value)
+        here = _point_slot(run, "output", turn, {"content": value})
+        ctx = session.context("output", content=value)
+        try:
+            await session.emit(ctx, here)
+        except InterceptionBlocked as blocked:
+            return _stopped(session, blocked_reason(blocked))
+        final = ctx["output"]["content"]
+        if final != value:
+            value, answer = final, structured.parsed(final)
+    except StructuredAnswerRefused as exc:
+        return _stopped(
+            session, {"point": "output", "reason": "structured_answer_refused", "message": str(exc)}
+        )
+    if answer is structured.answer:
+        kept = [reply if m is original else m for m in result]
+    else:
+        kept = structured.rewritten(result, reply, value, answer)
+    return ModelResponse(result=kept, structured_response=answer)
+
+
+def _stopped(session: Session, reason: dict[str, Any]) -> ExtendedModelResponse[Any]:
     """A model call a deny stopped: nothing of it enters the conversation, the agent ends, and
     its state and the run's session say why (what the runner settles the run as ``blocked``
     from, also when the agent is a node of another graph)."""
-    reason = blocked_reason(blocked)
     session.blocked = reason
     return ExtendedModelResponse(
         model_response=ModelResponse(result=[]),

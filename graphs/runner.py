@@ -31,6 +31,7 @@ from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
 from graphs.run_config import engine_configurable
 from graphs.streaming import Publish, invoke_streaming
+from graphs.structured import StructuredAnswer
 
 log = logging.getLogger("approvals.runner")
 
@@ -560,6 +561,10 @@ def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
         return _blocked_outcome(blocked, run_id, thread_id)
     messages = values.get("messages") or []
     content = messages[-1].content if messages else None
+    if values.get("structured_response") is not None:
+        # A create_agent response_format answer: the answer itself, not the tool message
+        # that confirmed it to the model.
+        content = StructuredAnswer(answer=values["structured_response"], call_id=None).text
     return RunOutcome(
         run_id=run_id,
         thread_id=thread_id,
