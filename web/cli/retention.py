@@ -1,7 +1,6 @@
-"""``approvals runs cancel`` and ``approvals retention prune``: the operators' commands.
+"""``approvals retention prune``: delete the checkpoints of runs that ended long ago.
 
-Exit codes follow the CLI's: 2 invalid input (a malformed run id, a bad age), 3 the run already
-ended, 4 no such run.
+Exit codes follow the CLI's: 2 invalid input (a bad age).
 """
 
 from __future__ import annotations
@@ -12,19 +11,14 @@ from typing import Annotated, Any
 
 import typer
 
-from approvals.errors import InvalidRunId
 from storage.ops import PgOperations
+from web.cli.command import EXIT_INVALID, default_principal, emit_json, fail, run_async
 from web.engine import Engine
-from web.runs import valid_run_id
-
-# web.cli registers these commands, so its helpers are imported when a command runs (as in
-# web.cli_accounts), once web.cli is fully loaded, rather than at import time (circular).
 
 retention_app = typer.Typer(
     no_args_is_help=True, help="Prune LangGraph checkpoints of runs that ended long ago."
 )
 
-MAX_REASON = 2000
 _AGE = re.compile(r"^\s*([1-9][0-9]*)\s*([smhdw])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -35,42 +29,6 @@ def parse_age(text: str) -> timedelta:
     if match is None:
         raise ValueError(f"not an age: {text!r} (use a number and s, m, h, d or w, e.g. 30d)")
     return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
-
-
-def runs_cancel(
-    run_id: Annotated[str, typer.Argument(help="The run to cancel.")],
-    reason: Annotated[
-        str | None, typer.Option("--reason", help="Why (kept in the audit log).")
-    ] = None,
-    principal: Annotated[
-        str | None, typer.Option("--as", help="Who cancels it (default cli:$USER).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
-    """Cancel a run that is running or waiting: its pending requests can no longer be decided,
-    its queued resumes are skipped, and it never resumes. Exit 3: it already ended; 4: no such
-    run."""
-    from web.cli import EXIT_INVALID, default_principal, emit_json, fail, run_async
-
-    if reason is not None and len(reason) > MAX_REASON:
-        fail(f"--reason is longer than {MAX_REASON} characters", EXIT_INVALID)
-
-    async def main(engine: Engine) -> dict[str, Any]:
-        if not valid_run_id(run_id):
-            raise InvalidRunId(run_id)
-        cancelled = await PgOperations(engine.db).cancel(
-            run_id, principal=principal or default_principal(), reason=reason
-        )
-        return cancelled.to_json()
-
-    result = run_async(main)
-    if as_json:
-        emit_json(result)
-        return
-    typer.echo(
-        f"run {result['run_id']} cancelled ({result['requests_cancelled']} pending request(s)"
-        f" cancelled, {result['jobs_skipped']} queued resume(s) skipped)"
-    )
 
 
 @retention_app.command("prune")
@@ -94,7 +52,6 @@ def retention_prune(
     failed, cancelled) longer ago than --older-than. Runs, requests, decisions, tool executions
     and the audit log are kept whole; a thread with a run still running or waiting is never
     touched."""
-    from web.cli import EXIT_INVALID, default_principal, emit_json, fail, run_async
 
     async def main(engine: Engine) -> dict[str, Any]:
         # The setting's own pattern admits only ages parse_age reads.

@@ -15,6 +15,7 @@ import typer
 
 from approvals.decisions import parse_request_id
 from storage.notifications import PgNotifications
+from web.cli.command import emit_listing, run_async
 from web.engine import Engine
 
 notifications_app = typer.Typer(
@@ -60,7 +61,6 @@ def notifications_list(
 ) -> None:
     """Deliveries, newest first: channel, event, escalation level, status, attempts, last
     error."""
-    from web.cli import emit_listing, run_async
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         wanted = parse_request_id(request_id) if request_id is not None else None
@@ -86,7 +86,6 @@ def notifications_log(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Every attempt to notify about one request, on every channel, in order."""
-    from web.cli import emit_listing, run_async
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         rows = await PgNotifications(engine.db).attempts(parse_request_id(request_id))

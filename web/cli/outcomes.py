@@ -11,6 +11,9 @@ from typing import Annotated, Any
 
 import typer
 
+from web.cli.command import emit_listing, run_async
+from web.engine import Engine
+
 outcomes_app = typer.Typer(help="Calls whose outcome is unknown.", no_args_is_help=True)
 
 
@@ -19,8 +22,6 @@ def outcomes_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Executions whose outcome is unknown, and the request that reconciles each."""
-    from web.cli import emit_listing, run_async
-    from web.engine import Engine
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         return [

@@ -21,15 +21,16 @@ from typing import Annotated, Any
 
 import typer
 
+from approvals import anchor as anchors
 from approvals.anchor import Anchor
 from approvals.audit import format_at
 from storage.audit import Verification
+from web.audit_anchor import AnchorFile, anchor_key, post, read_file
+from web.cli.command import EXIT_FAILURE, EXIT_INVALID, emit_json, fail, guarded, run_async
 from web.engine import Engine
+from web.settings import load_settings
 
 audit_app = typer.Typer(no_args_is_help=True, help="The tamper-evident decision log.")
-
-# web.cli registers this sub-app, so its helpers are imported when a command runs (see
-# web.cli_accounts).
 
 COLUMNS = (
     "id",
@@ -61,9 +62,6 @@ def audit_verify(
     ] = None,
 ) -> None:
     """Walk the hash chain; exit 1 naming the first event changed, removed or inserted."""
-    from web.audit_anchor import anchor_key, read_file
-    from web.cli import EXIT_FAILURE, EXIT_INVALID, emit_json, fail, guarded, run_async
-    from web.settings import load_settings
 
     anchors: list[Anchor] | None = None
     if anchor is not None:
@@ -110,8 +108,6 @@ def audit_anchor(
 ) -> None:
     """Verify the chain (and the anchors already in --to), then record its head, signed, outside
     the database. Run it on a schedule (docs/operations.md)."""
-    from web.audit_anchor import AnchorFile, anchor_key, post
-    from web.cli import EXIT_FAILURE, EXIT_INVALID, emit_json, fail, run_async
 
     if to is None and webhook is None:
         fail("give --to FILE, --webhook URL or both", EXIT_INVALID)
@@ -121,8 +117,6 @@ def audit_anchor(
         fail(f"--to is not a file in an existing directory: {to}", EXIT_INVALID)
 
     async def main(engine: Engine) -> tuple[Verification, Anchor | None]:
-        from approvals import anchor as anchors
-
         key = anchor_key(engine.settings, create=True)
         if to is not None:
             with AnchorFile(to, key) as file:
@@ -151,7 +145,6 @@ def audit_anchor(
 
 
 def _since(value: str | None) -> datetime | None:
-    from web.cli import EXIT_INVALID, fail
 
     if value is None:
         return None
@@ -163,7 +156,6 @@ def _since(value: str | None) -> datetime | None:
 
 
 def _run_id(value: str | None) -> str | None:
-    from web.cli import EXIT_INVALID, fail
 
     if value is None:
         return None
@@ -194,7 +186,6 @@ def audit_export(
     run: Annotated[str | None, typer.Option("--run", help="Only this run's events.")] = None,
 ) -> None:
     """Write the log's events to stdout, oldest first."""
-    from web.cli import run_async
 
     start, run_id = _since(since), _run_id(run)
 

@@ -1,4 +1,4 @@
-"""``approvals users`` and ``approvals tokens``: local accounts and API tokens.
+"""``approvals users``, ``tokens`` and ``sessions``: local accounts, API tokens, web sessions.
 
 Passwords are read from stdin only (``--password-stdin``), never from the command line, where
 they would land in shell history and in every process listing. A token's secret is printed
@@ -15,6 +15,16 @@ from typing import Annotated, Any
 import typer
 
 from approvals.accounts import validate_groups
+from storage.sessions import PgSessions
+from web.cli.command import (
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    default_principal,
+    emit_json,
+    emit_listing,
+    fail,
+    run_async,
+)
 from web.engine import Engine
 
 users_app = typer.Typer(no_args_is_help=True, help="Local accounts that sign in to the web app.")
@@ -28,9 +38,6 @@ Groups = Annotated[
     list[str] | None,
     typer.Option("--group", help="A group it belongs to (at least one; repeat for more)."),
 ]
-
-# web.cli registers these sub-apps, so its helpers are imported when a command runs, once
-# web.cli is fully loaded, rather than at import time (which would be circular).
 
 
 def _read_password() -> str:
@@ -52,7 +59,6 @@ def users_add(
     as_json: JsonOption = False,
 ) -> None:
     """Create a local account; its password is read from stdin."""
-    from web.cli import EXIT_INVALID, default_principal, emit_json, fail, run_async
 
     if not password_stdin:
         fail(
@@ -78,7 +84,6 @@ def users_add(
 @users_app.command("list")
 def users_list(as_json: JsonOption = False) -> None:
     """List local accounts (never their passwords)."""
-    from web.cli import emit_listing, run_async
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         return [user.to_json() for user in await engine.accounts.users()]
@@ -99,7 +104,6 @@ def users_disable(
 ) -> None:
     """Stop an account from signing in, and end its web sessions at once. Exit 4: no enabled
     account of that name."""
-    from web.cli import EXIT_NOT_FOUND, default_principal, fail, run_async
 
     async def main(engine: Engine) -> bool:
         # The same statement ends its web sessions (the users_end_sessions trigger).
@@ -121,7 +125,6 @@ def users_groups(
 ) -> None:
     """Replace an account's groups (at least one --group). Its web sessions end, so that no
     session goes on deciding for a group it left. Exit 4: no account of that name."""
-    from web.cli import EXIT_NOT_FOUND, default_principal, emit_json, fail, run_async
 
     async def main(engine: Engine) -> dict[str, Any] | None:
         changed = await engine.accounts.set_groups(name, groups or [], by=by or default_principal())
@@ -145,7 +148,6 @@ _PRINCIPAL_PREFIXES = ("local:", "oidc:")
 
 
 def _principal_id(value: str) -> str:
-    from web.cli import EXIT_INVALID, fail
 
     if not value.startswith(_PRINCIPAL_PREFIXES) or value in _PRINCIPAL_PREFIXES:
         fail(
@@ -164,13 +166,10 @@ def sessions_list(
     as_json: JsonOption = False,
 ) -> None:
     """List live web sessions (never their ids), newest first."""
-    from web.cli import emit_listing, run_async
 
     wanted = _principal_id(principal) if principal is not None else None
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
-        from storage.sessions import PgSessions
-
         return [s.to_json() for s in await PgSessions(engine.db).live(wanted)]
 
     def line(s: dict[str, Any]) -> str:
@@ -194,13 +193,10 @@ def sessions_end(
     """End every web session of a principal at once (for an OpenID Connect user whose access
     was withdrawn at the provider, say); the audit log records it. Ending none is not an
     error."""
-    from web.cli import default_principal, run_async
 
     wanted = _principal_id(principal)
 
     async def main(engine: Engine) -> int:
-        from storage.sessions import PgSessions
-
         return await PgSessions(engine.db).end_principal(wanted, by=by or default_principal())
 
     ended = run_async(main)
@@ -234,7 +230,6 @@ def tokens_create(
 
     Give it an --owner, or say --service. Exit 2: invalid name or group, no enabled account of
     the owner's name, or a group the owner is not in; 3: the name is taken."""
-    from web.cli import EXIT_INVALID, default_principal, emit_json, fail, run_async
 
     # Explicit either way: a token that silently could not decide, or silently could, is a
     # surprise found late.
@@ -274,7 +269,6 @@ def tokens_create(
 @tokens_app.command("list")
 def tokens_list(as_json: JsonOption = False) -> None:
     """List API tokens (never their secrets)."""
-    from web.cli import emit_listing, run_async
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         return [
@@ -308,7 +302,6 @@ def tokens_revoke(
     ] = None,
 ) -> None:
     """Revoke an API token at once. Exit 4: no unrevoked token of that name."""
-    from web.cli import EXIT_NOT_FOUND, default_principal, fail, run_async
 
     async def main(engine: Engine) -> bool:
         return await engine.accounts.revoke_token(name, by=by or default_principal())

@@ -6,15 +6,13 @@ line on stderr, ``error: FILE:LINE: reason``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 
 from approvals.policy import Policy, PolicyError, load_cases, load_policy, run_cases
-
-EXIT_FAILED, EXIT_INVALID = 1, 2
+from web.cli.command import EXIT_FAILURE, EXIT_INVALID, emit_json
 
 policy_app = typer.Typer(
     no_args_is_help=True, help="Declarative policies: check them, test them against cases."
@@ -24,13 +22,9 @@ PolicyFile = Annotated[Path, typer.Argument(help="A policy file (YAML).", show_d
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")]
 
 
-def _emit_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
-
-
 def _invalid(exc: PolicyError, as_json: bool) -> NoReturn:
     if as_json:
-        _emit_json({"file": exc.source, "ok": False, "line": exc.line, "reason": exc.reason})
+        emit_json({"file": exc.source, "ok": False, "line": exc.line, "reason": exc.reason})
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(EXIT_INVALID)
 
@@ -47,7 +41,7 @@ def check(file: PolicyFile, as_json: JsonOption = False) -> None:
     """Load a policy and report the first mistake in it (FILE:LINE: reason), if any."""
     policy = _load(file, as_json)
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "file": str(file),
                 "ok": True,
@@ -81,7 +75,7 @@ def run_test_cases(
     failed = sum(1 for r in results if not r.passed)
     passed = len(results) - failed
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "policy": policy.name,
                 "file": str(file),
@@ -102,4 +96,4 @@ def run_test_cases(
                 )
         typer.echo(f"{passed} passed, {failed} failed")
     if failed:
-        raise typer.Exit(EXIT_FAILED)
+        raise typer.Exit(EXIT_FAILURE)

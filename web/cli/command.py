@@ -1,0 +1,166 @@
+"""What every ``approvals`` command is made of: exit codes, output, opening the engine.
+
+JSON goes to stdout where a command promises it; errors are one line on stderr. Exit codes:
+0 success, 1 failure (database unreachable, run failed), 2 invalid input, 3 conflict (request no
+longer pending, thread still waiting, run already ended), 4 not found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import os
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import typer
+
+from approvals import json_values
+from approvals.errors import (
+    AccountExists,
+    AlreadyVoted,
+    ApprovalsError,
+    EditedArgumentsInvalid,
+    GraphNotFound,
+    InvalidAccount,
+    InvalidDecision,
+    InvalidRequestId,
+    InvalidRunId,
+    InvalidRunInput,
+    InvalidValue,
+    RequestNotFound,
+    RequestNotPending,
+    RunEnded,
+    RunNotFound,
+    RuntimeRoleRefused,
+    ThreadBusy,
+)
+from storage.embedded import start_embedded
+from web.engine import Engine, open_engine
+from web.settings import Settings, check_pool_size, load_settings
+
+T = TypeVar("T")
+
+EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
+
+
+def _exit_code(exc: ApprovalsError) -> int:
+    if isinstance(exc, RequestNotPending | ThreadBusy | AlreadyVoted | AccountExists | RunEnded):
+        return EXIT_NOT_PENDING
+    if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(
+        exc,
+        InvalidRequestId
+        | InvalidRunId
+        | InvalidDecision
+        | EditedArgumentsInvalid
+        | InvalidRunInput
+        | InvalidValue
+        | InvalidAccount
+        | RuntimeRoleRefused,
+    ):
+        return EXIT_INVALID
+    return EXIT_FAILURE
+
+
+def fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def emit_listing(
+    items: list[dict[str, Any]],
+    *,
+    as_json: bool,
+    empty: str,
+    line: Callable[[dict[str, Any]], str],
+) -> None:
+    """A list command's output: the items as JSON, or else one line each (``empty`` when
+    there are none)."""
+    if as_json:
+        emit_json(items)
+        return
+    if not items:
+        typer.echo(empty)
+    for item in items:
+        typer.echo(line(item))
+
+
+def parse_json(option: str, text: str) -> Any:
+    """A JSON option, parsed by the engine's rules (no NaN, no NUL, no deep nesting): exit 2
+    naming the option otherwise."""
+    try:
+        return json_values.parse_json(option, text)
+    except InvalidValue as exc:
+        fail(str(exc), EXIT_INVALID)
+
+
+def default_principal() -> str:
+    return f"cli:{getpass.getuser()}"
+
+
+def database_url(settings: Settings) -> tuple[str, bool]:
+    """The configured server, or the embedded one (started on demand). ``(url, embedded)``."""
+    if settings.database_url:
+        return settings.database_url, False
+    return start_embedded(settings.data_dir / "pg"), True
+
+
+def migration_url(settings: Settings, url: str) -> str:
+    """Where migrations run: the tables' owner (``APPROVALS_MIGRATION_DATABASE_URL``) when set,
+    else ``url``, the database the engine uses."""
+    return settings.migration_database_url or url
+
+
+async def upgrade_schema(url: str, *, runtime_role: str | None) -> None:
+    """Apply the migrations at ``url`` (``storage.migrate.upgrade``)."""
+    # Imported here, not at the top: Alembic and LangGraph's checkpointer take a few hundred
+    # milliseconds to import, and only the commands that migrate need them.
+    from storage.migrate import upgrade
+
+    await upgrade(url, runtime_role=runtime_role)
+
+
+def run_async(
+    fn: Callable[[Engine], Awaitable[T]],
+    *,
+    migrate: bool = False,
+    settings_update: dict[str, Any] | None = None,
+) -> T:
+    """Open the engine for one command and map engine errors to exit codes."""
+
+    async def main() -> T:
+        settings = load_settings()
+        if settings_update:
+            settings = settings.model_copy(update=settings_update)
+            check_pool_size(settings.pool_max_size, settings.worker_concurrency)
+        url, embedded = database_url(settings)
+        if migrate or embedded:
+            await upgrade_schema(migration_url(settings, url), runtime_role=settings.runtime_role)
+        async with open_engine(url, settings) as engine:
+            return await fn(engine)
+
+    return guarded(lambda: asyncio.run(main()))
+
+
+def guarded(call: Callable[[], T]) -> T:
+    """Engine errors become their exit code; anything unexpected one line and exit 1 (with the
+    traceback when APPROVALS_DEBUG=1)."""
+    try:
+        return call()
+    except ApprovalsError as exc:
+        if os.environ.get("APPROVALS_DEBUG") == "1":
+            traceback.print_exc()
+        fail(str(exc), _exit_code(exc))
+    except Exception as exc:
+        if os.environ.get("APPROVALS_DEBUG") == "1":
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        fail(f"unexpected {type(exc).__name__}: {first} (APPROVALS_DEBUG=1 shows more)", 1)

@@ -1,0 +1,49 @@
+"""``approvals db``: the database schema (migrations) and the runtime role's grants."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from storage.roles import Grant, grant_runtime
+from web.cli.command import database_url, emit_json, guarded, migration_url, upgrade_schema
+from web.settings import load_settings
+
+db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply the engine's migrations and LangGraph's checkpoint tables (idempotent)."""
+
+    async def main() -> None:
+        settings = load_settings()
+        url, _ = database_url(settings)
+        await upgrade_schema(migration_url(settings, url), runtime_role=settings.runtime_role)
+
+    guarded(lambda: asyncio.run(main()))
+    typer.echo("database is up to date")
+
+
+@db_app.command("grant")
+def db_grant(
+    role: Annotated[str, typer.Argument(help="The role serve, workers and the CLI connect as.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Grant ROLE exactly what the engine needs and no ownership (run with the owner's URL,
+    APPROVALS_MIGRATION_DATABASE_URL; again after each upgrade, or set APPROVALS_RUNTIME_ROLE)."""
+
+    async def main() -> list[Grant]:
+        settings = load_settings()
+        url, _ = database_url(settings)
+        return await grant_runtime(migration_url(settings, url), role)
+
+    grants = guarded(lambda: asyncio.run(main()))
+    if as_json:
+        emit_json({"role": role, "grants": [g.to_json() for g in grants]})
+        return
+    for grant in grants:
+        typer.echo(f"{grant.object}: {grant.privileges}")
+    typer.echo(f"role {role} holds only these privileges on the engine's objects and owns none")

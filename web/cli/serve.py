@@ -1,0 +1,181 @@
+"""``approvals serve``, ``approvals worker`` and ``approvals demo``: the long-running commands.
+
+Each runs until SIGTERM/SIGINT (``worker --drain`` and the demo stop on their own), and logs
+to stderr (web.logs) so that what they print on stdout stays parseable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import shlex
+import signal
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from approvals.model import RunStatus
+from storage.expiry import PgExpiry
+from web.cli.command import database_url, guarded, migration_url, run_async, upgrade_schema
+from web.engine import Engine
+from web.logs import configure_logging
+from web.runs import run_report
+from web.settings import load_settings
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def worker_command(
+    drain: Annotated[
+        bool,
+        typer.Option(
+            "--drain", help="Expire what is past its deadline, resume what is queued, then exit."
+        ),
+    ] = False,
+    concurrency: Annotated[int | None, typer.Option(min=1, max=64)] = None,
+) -> None:
+    """Resume runs whose calls were decided, and expire (or escalate) requests past their
+    deadline every APPROVALS_SWEEP_INTERVAL_SECONDS. Runs until SIGTERM/SIGINT unless --drain."""
+    # Imported here, not at the top: it imports the graph runtime (graphs.runner), a few
+    # hundred milliseconds that only the worker needs.
+    from graphs.worker import ExpirySweeper
+
+    guarded(lambda: configure_logging(load_settings()))
+
+    async def main(engine: Engine) -> int:
+        worker = engine.worker
+        sweeper = ExpirySweeper(
+            expiry=PgExpiry(engine.db), interval=engine.settings.sweep_interval_seconds
+        )
+        if drain:
+            # Expired requests queue resume jobs: sweep first so the drain resumes them too.
+            await sweeper.sweep()
+            return await worker.drain()
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        await asyncio.gather(worker.run(stop), sweeper.run(stop), engine.notifier.run(stop))
+        return 0
+
+    update = {"worker_concurrency": concurrency} if concurrency is not None else None
+    done = run_async(main, settings_update=update)
+    if drain:
+        typer.echo(json.dumps({"resumed": done}))
+
+
+def serve_command(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0: any free port.")] = 8000,
+    with_worker: Annotated[
+        bool, typer.Option("--with-worker", help="Also resume decided runs in this process.")
+    ] = False,
+) -> None:
+    """Serve the approvers' web app (and the JSON API) until SIGTERM/SIGINT."""
+    # Imported here, not at the top: the web app (FastAPI, uvicorn, templates) takes over a
+    # second to import, and only serve and demo need it.
+    from web.serving import bind, serve_forever, serving, url_of
+
+    guarded(lambda: configure_logging(load_settings()))
+
+    async def serve() -> None:
+        settings = load_settings()
+        url, _ = database_url(settings)
+        await upgrade_schema(migration_url(settings, url), runtime_role=settings.runtime_role)
+        sock = bind(host, port)
+        if "public_url" not in settings.model_fields_set:
+            settings = settings.model_copy(update={"public_url": url_of(sock)})
+            if host in ("0.0.0.0", "::", ""):  # noqa: S104 - checking for it, not binding
+                # Forms are accepted from the public URL's origin only, never the Host header's.
+                typer.echo(
+                    f"warning: APPROVALS_PUBLIC_URL is not set, so the pages accept forms only"
+                    f" from {settings.public_url}; set it to the address approvers open",
+                    err=True,
+                )
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        async with serving(settings, sock, database_url=url, with_worker=with_worker) as server:
+            typer.echo(f"serving {settings.public_url} (API docs at /api/docs)")
+            await serve_forever(server, stop)
+
+    guarded(lambda: asyncio.run(serve()))
+
+
+def demo_command(
+    message: Annotated[str, typer.Option(help="What to ask the refund agent.")] = (
+        "Please refund order 1001"
+    ),
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Web app port (taken: any free one).")
+    ] = 8000,
+) -> None:
+    """Start a refund run that pauses for approval, serve the web app to decide it (or decide
+    from the CLI), and resume the run when it is decided."""
+    # Imported here, not at the top: the web app takes over a second to import (see serve).
+    from web.serving import bind, demo_login, serving, url_of
+
+    logging.basicConfig(level=logging.WARNING)
+
+    async def main(engine: Engine) -> dict[str, Any]:
+        outcome = await engine.runner.start(
+            "refund", {"message": message}, principal="demo:agent-user"
+        )
+        typer.echo(f"Started run {outcome.run_id} of the refund agent: {message!r}")
+        if not outcome.pending:
+            return await run_report(engine, outcome.run_id)
+        for request_id in outcome.pending:
+            request = await engine.requests.get(request_id)
+            assert request is not None
+            typer.echo(
+                f"\nPaused: {request.tool} {json.dumps(request.shown.get('args'))} waits for a"
+                f" decision (request {request_id})."
+            )
+        first = await engine.requests.get(outcome.pending[0])
+        assert first is not None
+        user, password = await demo_login(engine, engine.settings.data_dir)
+        sock = bind("127.0.0.1", port, fallback=True)
+        settings = engine.settings.model_copy(update={"public_url": url_of(sock)})
+        prog = shlex.quote(sys.argv[0]) if sys.argv[0].endswith("approvals") else "approvals"
+        decide = f"{prog} decide {first.id}"
+        args = dict(first.shown.get("args") or {})
+        if isinstance(args.get("amount"), int | float):
+            args["amount"] = round(args["amount"] / 2, 2)
+            args["reason"] = "partial refund"
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        async with serving(settings, sock, engine=engine):
+            typer.echo(
+                f"\nDecide it in the web app: {settings.public_url}/requests/{first.id}\n"
+                f"  sign in as {user} with password {password}\n"
+                "\nor from another terminal, in this directory:\n"
+                f"  {decide} approve --as demo:approver\n"
+                f"  {decide} reject --reason 'not eligible' --as demo:approver\n"
+                f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as demo:approver\n"
+                "\nA worker is running here and resumes the run as soon as you decide"
+                " (Ctrl-C stops)."
+            )
+            worker_task = asyncio.create_task(engine.worker.run(stop))
+            try:
+                while not stop.is_set():
+                    run = await engine.runs.get(outcome.run_id)
+                    if run is not None and run.status not in (RunStatus.WAITING, RunStatus.RUNNING):
+                        break
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), timeout=0.5)
+            finally:
+                stop.set()
+                await worker_task
+        return await run_report(engine, outcome.run_id)
+
+    report = run_async(main, migrate=True)
+    typer.echo(f"\nRun {report['run_id']} is {report['status']}.")
+    if report["answer"]:
+        typer.echo(f"The agent answered: {report['answer']}")
+    for e in report["tool_executions"]:
+        typer.echo(f"  {e['tool']} ({e['call_id']}): {e['status']}")
