@@ -12,6 +12,13 @@ pause for a decision (``interrupt()``), and a paused run needs its message in it
 on once approved. The runner's emission is then withdrawn (it has no outcome) and the graph's
 ``start`` node asks again with the point's approval slot; that message is persisted, as the
 approver must read it.
+
+A graph whose hook cannot pause for its input (an ``ApprovalMiddleware`` agent nested in another
+graph, whose parent's state cannot carry the flag; a graph governed only at its tools by a
+``GovernedToolNode``) has its input *held* instead: the runner records the input's approval
+request and the run waits without the graph being invoked, so nothing of the message is in the
+thread. The decision's resume asks ``input`` again (``release_held``), now answered from the
+stored decision, and starts the graph with the message as approved, or ends the run blocked.
 """
 
 from __future__ import annotations
@@ -19,13 +26,26 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from agent_hooks import ApprovalOutcome, ApprovalRequest, ApprovalResolution, InterceptionBlocked
+from agent_hooks import (
+    AgentHooksCoreError,
+    ApprovalOutcome,
+    ApprovalRequest,
+    ApprovalResolution,
+    InterceptionBlocked,
+)
 from langchain_core.messages import HumanMessage
 from langgraph.pregel import Pregel
 
+from approvals.identity import call_identity
+from approvals.ports import NewRequest
 from graphs.governance import ApprovalSlot, Governance, Session, SessionHolder
+from graphs.run_config import EngineRun
+
+#: The call id of a held input's approval request (one per run: the run's own message).
+HELD_INPUT_CALL = "input:held"
 
 
 def blocked_reason(blocked: InterceptionBlocked) -> dict[str, Any]:
@@ -61,6 +81,75 @@ async def emit_input(
     return ctx["input"]["content"], None
 
 
+def point_slot(
+    run: EngineRun, point: str, turn: int | str, shown: dict[str, Any]
+) -> ApprovalSlot | None:
+    """Where a liftable deny at a non-tool point gets its human answer (as ``build_agent``'s
+    nodes ask it); ``None`` when the content has no identity (the emitter denies it)."""
+    call_id = f"{point}:{turn}"
+    try:
+        identity = call_identity(run_id=run.run_id, call_id=call_id, tool=f"@{point}", args=shown)
+    except AgentHooksCoreError:
+        return None
+    new = NewRequest(
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        call_id=call_id,
+        tool=f"@{point}",
+        shown={"point": point, **shown},
+        args_schema={},
+        identity=identity,
+        reason=None,
+        requested_by=run.principal,
+        expires_at=datetime.now(UTC) + run.deps.request_ttl,
+        state_version=run.state_version,
+        allow_edit=False,
+    )
+    return run.deps.slot(new)
+
+
+class InputHeld(Exception):
+    """The run's input waits for a human, outside the graph (see the module's text)."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(request_id)
+        self.request_id = request_id
+
+
+class _HeldSlot:
+    """A point slot whose pause is the runner's hold, not an ``interrupt()``."""
+
+    def __init__(self, slot: ApprovalSlot) -> None:
+        self._slot = slot
+
+    @property
+    def awaiting_human(self) -> bool:
+        return self._slot.awaiting_human
+
+    @property
+    def failed(self) -> bool:
+        return self._slot.failed
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        return await self._slot.resolve(request)
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        stored = getattr(self._slot, "request", None)
+        request_id = getattr(stored, "id", None)
+        if not isinstance(request_id, str):
+            raise RuntimeError("a held input's request was not recorded")
+        raise InputHeld(request_id)
+
+
+async def emit_held_input(
+    session: Session, run: EngineRun, message: str
+) -> tuple[Any, dict[str, Any] | None]:
+    """``input`` for a message the runner holds: the content the run goes on with, or why it
+    is blocked; ``InputHeld`` while its request waits for a human."""
+    slot = point_slot(run, "input", "held", {"content": message})
+    return await emit_input(session, message, _HeldSlot(slot) if slot is not None else None)
+
+
 class _NeedsReview(Exception):
     """The input waits for a human: only the graph can pause for one."""
 
@@ -93,6 +182,8 @@ class Admission:
     state: dict[str, Any] | None = None
     #: The message as the run keeps it (``None`` when it is kept nowhere).
     message: str | None = None
+    #: A human must read the message and the graph cannot pause for that: the runner holds it.
+    held: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,6 +198,11 @@ class InputGate:
     input_fields: tuple[str, ...] | None = None
     #: The graph has a ``context_schema``: a run's input may carry its ``context``.
     takes_context: bool = False
+
+    def state_for(self, messages: list[Any], *, new_input: bool = False) -> dict[str, Any]:
+        """A held input's graph state: only a host graph's input is ever held (a
+        ``build_agent`` graph's ``start`` node pauses for its own)."""
+        raise TypeError(f"the graph {self.graph!r} does not take a held input")
 
     async def admit(
         self, holder: SessionHolder, *, run_id: str, principal: str, message: str

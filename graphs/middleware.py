@@ -20,11 +20,10 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NotRequired, cast
 
-from agent_hooks import AgentHooksCoreError, Decision, InterceptionBlocked, Interceptor, Verdict
+from agent_hooks import Decision, InterceptionBlocked, Interceptor, Verdict
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
@@ -52,13 +51,18 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from approvals.identity import call_identity
 from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS
 from approvals.policy import Policy, load_policy
-from approvals.ports import NewRequest
-from graphs.admission import Admission, InputGate, blocked_reason, emit_input, register_gate
+from graphs.admission import (
+    Admission,
+    InputGate,
+    blocked_reason,
+    emit_input,
+    point_slot,
+    register_gate,
+)
 from graphs.agent import _refusals, _tool_counts, from_wire, to_wire
-from graphs.governance import ApprovalSlot, Governance, Session, SessionHolder, session_of
+from graphs.governance import Governance, Session, SessionHolder, session_of
 from graphs.lc_tools import args_model_of, governed_view
 from graphs.run_config import EngineRun
 from graphs.structured import StructuredAnswer, StructuredAnswerRefused
@@ -302,50 +306,18 @@ class HostInputGate(InputGate):
         if admission.state is None:
             return admission
         state = admission.state
-        if self.nested and state.get("new_input"):
-            return Admission(
-                blocked={
-                    "point": "input",
-                    "reason": "input_review_unsupported",
-                    "message": "a policy sends this input to a human, and an ApprovalMiddleware "
-                    "agent nested in another graph cannot pause for that yet",
-                }
-            )
+        # A nested agent's (or a tool node's) graph cannot pause for its input: the runner
+        # holds the message until a human decides it (graphs.admission).
+        held = self.nested and bool(state.get("new_input"))
         return dataclasses.replace(
             admission,
-            state={
-                "messages": state["messages"],
-                NEW_INPUT: bool(state.get("new_input")),
-                BLOCKED: None,
-            },
+            state=self.state_for(state["messages"], new_input=bool(state.get("new_input"))),
+            held=held,
         )
 
-
-def _point_slot(
-    run: EngineRun, point: str, turn: int, shown: dict[str, Any]
-) -> ApprovalSlot | None:
-    """Where a liftable deny at a non-tool point gets its human answer (as ``build_agent``'s
-    nodes ask it); ``None`` when the content has no identity (the emitter denies it)."""
-    call_id = f"{point}:{turn}"
-    try:
-        identity = call_identity(run_id=run.run_id, call_id=call_id, tool=f"@{point}", args=shown)
-    except AgentHooksCoreError:
-        return None
-    new = NewRequest(
-        run_id=run.run_id,
-        thread_id=run.thread_id,
-        call_id=call_id,
-        tool=f"@{point}",
-        shown={"point": point, **shown},
-        args_schema={},
-        identity=identity,
-        reason=None,
-        requested_by=run.principal,
-        expires_at=datetime.now(UTC) + run.deps.request_ttl,
-        state_version=run.state_version,
-        allow_edit=False,
-    )
-    return run.deps.slot(new)
+    def state_for(self, messages: list[Any], *, new_input: bool = False) -> dict[str, Any]:
+        """The agent's input state for an admitted message, in its own state's terms."""
+        return {"messages": messages, NEW_INPUT: new_input and not self.nested, BLOCKED: None}
 
 
 class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -430,7 +402,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if human is None:
             return done
         turn = sum(1 for m in messages if isinstance(m, HumanMessage))
-        here = _point_slot(run, "input", turn, {"content": human.content})
+        here = point_slot(run, "input", turn, {"content": human.content})
         content, blocked = await emit_input(session, human.content, here)
         if blocked is not None:
             session.blocked = blocked
@@ -473,7 +445,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         history: list[BaseMessage] = list(request.messages)
         turn = sum(1 for m in history if isinstance(m, AIMessage))
         wire = [to_wire(m) for m in history]
-        here = _point_slot(run, "pre_model_call", turn, {"messages": wire[-1:]})
+        here = point_slot(run, "pre_model_call", turn, {"messages": wire[-1:]})
         ctx = session.context("pre_model_call", model_id=model_id, messages=wire)
         try:
             await session.emit(ctx, here)
@@ -506,7 +478,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             {"id": tc["id"], "name": tc["name"], "args": tc["args"]} for tc in reply.tool_calls
         ]
         shown = {"content": reply.content, "tool_calls": calls}
-        here = _point_slot(run, "post_model_call", turn, shown)
+        here = point_slot(run, "post_model_call", turn, shown)
         ctx = session.context(
             "post_model_call",
             model_id=model_id,
@@ -536,7 +508,7 @@ class ApprovalMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 return kept
             return ExtendedModelResponse(model_response=kept, command=answered.command)
         if not reply.tool_calls:
-            here = _point_slot(run, "output", turn, {"content": reply.content})
+            here = point_slot(run, "output", turn, {"content": reply.content})
             ctx = session.context("output", content=reply.content)
             try:
                 await session.emit(ctx, here)
@@ -659,7 +631,7 @@ async def _structured_output(
     try:
         value = structured.value if reply is original else structured.released(reply)
         answer = structured.answer if reply is original else structured.parsed(value)
-        here = _point_slot(run, "output", turn, {"content": value})
+        here = point_slot(run, "output", turn, {"content": value})
         ctx = session.context("output", content=value)
         try:
             await session.emit(ctx, here)

@@ -25,11 +25,17 @@ from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.json_values import check_inputs
 from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs, Settlement
-from graphs.admission import Admission, input_gate
+from graphs.admission import (
+    HELD_INPUT_CALL,
+    Admission,
+    InputHeld,
+    emit_held_input,
+    input_gate,
+)
 from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
-from graphs.run_config import engine_configurable
+from graphs.run_config import EngineRun, engine_configurable
 from graphs.streaming import Publish, invoke_streaming
 from graphs.structured import StructuredAnswer
 
@@ -244,6 +250,10 @@ class Runner:
             config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
             state = await graph.aget_state(config)
             if not state.next:
+                held = await self._runs.latest_on_thread(thread_id)
+                if held is not None and held.status is RunStatus.WAITING:
+                    # Its input is held for a human (graphs.admission): it goes first.
+                    raise ThreadBusy(thread_id)
                 return
             last = await self._runs.latest_on_thread(thread_id)
             if last is not None and last.status is RunStatus.CANCELLED:
@@ -259,6 +269,9 @@ class Runner:
         kept = {"message": admission.message} if admission.message is not None else {}
         if admission.state is not None:
             kept.update(given.kept())
+        if admission.held:
+            # What the graph starts with once the message is approved.
+            kept.update(given.state)
         new = NewRun(
             run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=kept
         )
@@ -267,6 +280,22 @@ class Runner:
             if admission.state is None:
                 blocked = _blocked_outcome(admission.blocked or {}, run_id, thread_id)
                 outcome = await self._ended(holder, blocked)
+            elif admission.held:
+                outcome = await self._hold(
+                    graph,
+                    holder,
+                    {**given.state, **admission.state},
+                    RunKeys(
+                        run_id=run_id,
+                        thread_id=thread_id,
+                        principal=principal,
+                        graph=graph_name,
+                        context=given.context,
+                        configurable=given.configurable,
+                        observe=observe,
+                    ),
+                    message,
+                )
             else:
                 try:
                     outcome = await self._invoke(
@@ -309,6 +338,8 @@ class Runner:
             await claimed.complete(JobStatus.SKIPPED, "run cancelled")
             return None
         graph = self._registry.get(job.graph)
+        if job.call_id == HELD_INPUT_CALL:
+            return await self._release_held(claimed, graph, check.next_sequence)
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
         payload: Any = await self._resume_payload(graph, config, job, check.interrupt_id)
         if isinstance(payload, _Finished):
@@ -333,6 +364,99 @@ class Runner:
             outcome.settlement,
         )
         return outcome
+
+    async def _hold(
+        self,
+        graph: Pregel[Any, Any, Any, Any],
+        holder: SessionHolder,
+        state: dict[str, Any],
+        keys: RunKeys,
+        message: str,
+    ) -> RunOutcome:
+        """Record a held input's request (the run waits on it, the graph not invoked); should
+        ``input`` not wait after all, the graph starts with the message as it left it."""
+        session = holder.session
+        if session is None:
+            raise RuntimeError("a held input has no session")
+        try:
+            content, blocked = await emit_held_input(session, self._engine_run(keys), message)
+        except InputHeld as held:
+            waiting = RunOutcome(
+                run_id=keys.run_id,
+                thread_id=keys.thread_id,
+                status=RunStatus.WAITING,
+                waiting_on=((held.request_id, HELD_INPUT_CALL),),
+            )
+            return await self._ended(holder, waiting)
+        return await self._start_held(graph, holder, state, keys, content, blocked)
+
+    async def _release_held(
+        self, claimed: ClaimedJob, graph: Pregel[Any, Any, Any, Any], sequence: int
+    ) -> RunOutcome | None:
+        """A held input's decision: ask ``input`` again (answered from the stored decision)
+        and start the graph with the message as approved, or end the run blocked."""
+        job = claimed.job
+        run = await self._runs.get(job.run_id)
+        gate = input_gate(graph)
+        if run is None or gate is None or not isinstance(run.input.get("message"), str):
+            await claimed.complete(JobStatus.FAILED, "the held input cannot be read", None)
+            return None
+        message = run.input["message"]
+        own = {
+            k: v for k, v in run.input.items() if k not in ("message", "context", "configurable")
+        }
+        keys = RunKeys(
+            run_id=job.run_id,
+            thread_id=job.thread_id,
+            principal=run.started_by,
+            graph=job.graph,
+            context=run.input.get("context"),
+            configurable=run.input.get("configurable"),
+        )
+        holder = SessionHolder(first_sequence=sequence)
+        session = holder.get(
+            gate.governance, graph=job.graph, run_id=job.run_id, principal=run.started_by
+        )
+        try:
+            content, blocked = await emit_held_input(session, self._engine_run(keys), message)
+        except InputHeld:
+            # No decision for it (the job outran it): the run keeps waiting.
+            await claimed.complete(JobStatus.SKIPPED, "the held input is not decided", None)
+            return None
+        outcome = await self._start_held(graph, holder, own, keys, content, blocked)
+        await claimed.complete(
+            JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
+            outcome.error,
+            outcome.settlement,
+        )
+        return outcome
+
+    async def _start_held(
+        self,
+        graph: Pregel[Any, Any, Any, Any],
+        holder: SessionHolder,
+        state: dict[str, Any],
+        keys: RunKeys,
+        content: Any,
+        blocked: dict[str, Any] | None,
+    ) -> RunOutcome:
+        if blocked is not None:
+            return await self._ended(holder, _blocked_outcome(blocked, keys.run_id, keys.thread_id))
+        gate = input_gate(graph)
+        admitted = {**state, "messages": [HumanMessage(content=content)]}
+        if gate is not None:
+            admitted = {**state, **gate.state_for([HumanMessage(content=content)])}
+        return await self._invoke(graph, admitted, keys, holder)
+
+    def _engine_run(self, keys: RunKeys) -> EngineRun:
+        return EngineRun(
+            run_id=keys.run_id,
+            principal=keys.principal,
+            graph=keys.graph,
+            thread_id=keys.thread_id,
+            deps=self._registry.deps,
+            state_version=None,
+        )
 
     async def _resume_payload(
         self,
