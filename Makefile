@@ -4,6 +4,7 @@
 #                unset to use the embedded one)
 #   make demo   run the demo;  make bench   run the benchmarks;  make soak   kill processes, count
 #   make fmt    auto-format
+#   make schema rewrite storage/sql/schema.sql from a freshly migrated database (after a migration)
 
 PY ?= python3
 VENV := .venv
@@ -13,7 +14,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-$(firstword $(shell cksum pyproject.toml))
 
 .DEFAULT_GOAL := test
-.PHONY: venv install test lint fmt demo bench soak browser
+.PHONY: venv install test lint fmt demo bench soak browser schema
 
 venv: $(BIN)/python
 
@@ -58,6 +59,11 @@ test: lint browser
 fmt: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# The schema snapshot (storage/sql/schema.sql) that tests/integration/test_schema.py compares the
+# migrations with; uses APPROVALS_TEST_DATABASE_URL like the tests (unset: the embedded server).
+schema: install
+	$(BIN)/python -m storage.schema
 
 demo: install
 	$(BIN)/approvals demo

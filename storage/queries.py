@@ -1,4 +1,8 @@
-"""Loads ``sql/queries.sql`` into a dict: every statement the engine runs, in one file."""
+"""Loads ``sql/queries.sql`` into a dict: every statement the engine runs, in one file.
+
+Each statement follows a ``-- name: x`` header and the comment lines that say what it does;
+``-- ==== ... ====`` banners between them group the file. Comment lines are not sent.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,8 @@ from importlib import resources
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
-def _load() -> dict[str, str]:
-    text = resources.files("storage").joinpath("sql/queries.sql").read_text(encoding="utf-8")
+def load(text: str) -> dict[str, str]:
+    """The named statements of a queries file's ``text``; a name defined twice is refused."""
     parts = _HEADER.split(text)
     queries: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
@@ -22,4 +26,6 @@ def _load() -> dict[str, str]:
     return queries
 
 
-QUERIES: dict[str, str] = _load()
+QUERIES: dict[str, str] = load(
+    resources.files("storage").joinpath("sql/queries.sql").read_text(encoding="utf-8")
+)

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import Settlement
 from storage.db import Connection, Database, translated_errors
-from storage.runs import settlement_params
+from storage.runs import settlement_outcome, settlement_params
 
 CHANNEL = "approvals_resume"
 
@@ -27,6 +27,9 @@ class PgClaimedJob:
         self._db = db
         self._conn = conn
         self._job = job
+        #: After ``complete``: the settlement's outcome ('settled', 'refused' when the run had
+        #: been cancelled, 'recorded' when no run status was given).
+        self.outcome: str | None = None
 
     @property
     def job(self) -> ResumeJob:
@@ -43,7 +46,11 @@ class PgClaimedJob:
         else:
             params["run_status"] = params["status"]
         params.update(id=self._job.id, status=JobStatus(status).value, error=error)
-        await self._db.run("finish_job", params, self._conn)
+        row = await self._db.one("finish_job", params, self._conn)
+        if settlement is not None:
+            self.outcome = settlement_outcome(row["outcome"] if row else None, settlement)
+        elif row is not None:
+            self.outcome = row["outcome"]
 
 
 class PgResumeQueue:

@@ -1,8 +1,17 @@
-"""Runs, the tool-execution ledger, and the example tools' side-effect table."""
+"""Runs and the tool-execution ledger.
+
+A run is settled in one place, the SQL function ``approvals_settle_step_v1`` (migration 0017),
+whether the step ended in the process that started the run (``PgRuns.begin``) or in a worker
+closing a resume job (``storage.queue``). Its rules: the step's interception records are always
+kept; a cancelled run is final, so settling it to another status is refused (audited as
+``run.settle_refused``) and the function says so, which the writers log and keep as
+``outcome``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,6 +20,23 @@ from approvals.errors import ApprovalsError
 from approvals.model import ExecutionStatus, Run, ToolExecution
 from approvals.ports import NewRun, Settlement
 from storage.db import Database, Row, json, translated_errors
+
+log = logging.getLogger(__name__)
+
+#: What ``approvals_settle_step_v1`` answers when a settlement to a cancelled run is refused.
+REFUSED = "refused"
+
+
+def settlement_outcome(outcome: str | None, settlement: Settlement) -> str | None:
+    """Log a refused settlement (the run had been cancelled while its step ran) and return
+    the function's answer."""
+    if outcome == REFUSED:
+        log.info(
+            "run %s was cancelled: its settlement to %s was refused",
+            settlement.run_id,
+            settlement.status.value,
+        )
+    return outcome
 
 
 def settlement_params(settlement: Settlement) -> dict[str, Any]:
@@ -28,6 +54,9 @@ def settlement_params(settlement: Settlement) -> dict[str, Any]:
 class PgRunLease:
     def __init__(self) -> None:
         self.settlement: Settlement | None = None
+        #: After the lease is released: 'settled', or 'refused' when the run had been
+        #: cancelled (``None``: nothing was settled).
+        self.outcome: str | None = None
 
     def settle(self, settlement: Settlement) -> None:
         self.settlement = settlement
@@ -73,7 +102,10 @@ class PgRuns:
                         await self._db.one("thread_unlock", lock, conn)
                     else:
                         settled = settlement_params(lease.settlement)
-                        await self._db.one("settle_run_and_unlock", settled | lock, conn)
+                        row = await self._db.one("settle_run_and_unlock", settled | lock, conn)
+                        lease.outcome = settlement_outcome(
+                            row["settled"] if row else None, lease.settlement
+                        )
                     released = True
                 finally:
                     if not released:

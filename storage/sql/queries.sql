@@ -1,10 +1,19 @@
--- All SQL the engine runs against its own tables. One statement per `-- name: x` header.
+-- All SQL the engine runs against its own tables. One statement per `-- name: x` header, whose
+-- next lines say what it does; `-- ==== ... ====` banners group them by table or use case (and
+-- name the module that runs them). tests/unit/test_queries.py checks both, and that every name
+-- the storage modules use is here and every query here is used.
+--
+-- The SQL functions these call (approvals_..._v1) are defined by the migrations; the current
+-- schema, functions and triggers included, is in schema.sql next to this file.
 --
 -- Writes that belong together are one statement (data-modifying CTEs): one statement is one
 -- transaction in autocommit mode, so each is atomic, and the audit entry of a change is written
 -- by the statement that makes the change.
 
+-- ==== runs and their threads' locks (storage/runs.py) ====
+
 -- name: create_run
+-- A new run with its run.started audit entry (its thread's lock is already held: thread_lock).
 WITH run AS (
     INSERT INTO runs (id, thread_id, graph, status, started_by, input)
     VALUES (%(id)s, %(thread_id)s, %(graph)s, 'running', %(started_by)s, %(input)s)
@@ -25,20 +34,27 @@ WITH run AS (
     INSERT INTO audit_events (kind, run_id, principal, data)
     SELECT 'run.started', run.id, run.started_by, jsonb_build_object('graph', run.graph) FROM run
 )
-SELECT run.*, pg_advisory_lock(hashtextextended(run.thread_id, 7277))::text AS locked FROM run;
+SELECT run.*, pg_advisory_lock(approvals_thread_lock_key_v1(run.thread_id))::text AS locked
+  FROM run;
 
 -- name: get_run
+-- One run by id.
 SELECT * FROM runs WHERE id = %(id)s;
 
 -- name: latest_run_on_thread
+-- The newest run on a thread (the one new input continues).
 SELECT * FROM runs WHERE thread_id = %(thread_id)s ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- name: settle_run_and_unlock
 -- Settle a run and release the thread lock this session took for it, with the step's
--- interception records and audit events (approvals_settle_step).
-SELECT approvals_settle_step(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s, %(answer)s,
-                             %(request_ids)s::uuid[], %(interrupt_ids)s::text[])::text AS settled,
-       pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
+-- interception records and audit events (approvals_settle_step_v1: `settled` is 'settled', or
+-- 'refused' when the run had been cancelled).
+SELECT approvals_settle_step_v1(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
+                                %(answer)s, %(request_ids)s::uuid[],
+                                %(interrupt_ids)s::text[]) AS settled,
+       pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
+
+-- ==== approval requests (storage/requests.py) ====
 
 -- name: open_request
 -- Record a pending call if it is new (superseding an earlier request for the same call with
@@ -62,7 +78,7 @@ WITH superseded AS (
            %(expires_at)s, %(approvers)s, %(allow_edit)s, %(allowed_decisions)s, %(quorum)s,
            %(on_expiry)s, %(escalation_chain)s,
            -- The editor as a person: their token and their web account are one editor.
-           COALESCE(approvals_person_of(%(proposed_by)s), %(proposed_by)s), %(shown_digest)s
+           COALESCE(approvals_person_of_v1(%(proposed_by)s), %(proposed_by)s), %(shown_digest)s
      WHERE NOT EXISTS (
            SELECT 1 FROM approval_requests
             WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
@@ -88,15 +104,18 @@ SELECT r.*, d.id AS d_id, d.kind AS d_kind, d.principal AS d_principal, d.reason
   LEFT JOIN decisions d ON d.request_id = r.id;
 
 -- name: get_request
+-- One approval request by id.
 SELECT * FROM approval_requests WHERE id = %(id)s;
 
 -- name: list_requests
+-- Requests, newest first, all or those in one status.
 SELECT * FROM approval_requests
  WHERE (%(status)s::text IS NULL OR status = %(status)s)
  ORDER BY created_at DESC, id
  LIMIT %(limit)s;
 
 -- name: run_requests
+-- A run's requests, oldest first.
 SELECT * FROM approval_requests WHERE run_id = %(run_id)s ORDER BY created_at, id;
 
 -- name: decided_requests
@@ -123,12 +142,15 @@ SELECT 'request.tampered', a.run_id, a.id, a.call_id, a.tool, a.state_version, %
                     WHERE e.request_id = a.id AND e.kind = 'request.tampered');
 
 -- name: request_decision
+-- The decision of a request, if it was decided.
 SELECT d.* FROM decisions d WHERE d.request_id = %(id)s;
 
 -- name: requests_version
 -- Changes whenever a request is created or decided: what live views poll.
 SELECT count(*) AS n, max(GREATEST(created_at, COALESCE(decided_at, created_at)))::text AS at
   FROM approval_requests;
+
+-- ==== decisions and quorum votes (storage/requests.py: PgDecisions) ====
 
 -- name: decide
 -- Consume a pending request once: the conditional update, the decision, the audit entry, the
@@ -172,19 +194,22 @@ SELECT d.*, (SELECT count(*) FROM wake) AS woken FROM decision d;
 -- name: request_status
 SELECT status, expires_at <= now() AS expired, quorum FROM approval_requests WHERE id = %(id)s;
 
+-- Whether a request can still be decided: its status, whether it expired, its quorum.
 -- name: lock_request
 SELECT status, expires_at <= now() AS expired, quorum, run_id, call_id
   FROM approval_requests WHERE id = %(id)s FOR UPDATE;
 
 -- name: vote
--- One approval towards a request's quorum, once per person (approvals_person_of: a person's
+-- One approval towards a request's quorum, once per person (approvals_person_of_v1: a person's
 -- tokens and web account are one approver), with its audit entry. Returns the voter's person
 -- (NULL for a service token, whose vote is not recorded), whether this vote was counted, the
+-- A request's row, locked until the transaction ends (votes count under it), with what
+-- deciding it needs.
 -- approvals counted with it, and the principal the person voted as before, if they did.
 -- The (request, person) key refuses the second vote even if two of one person's principals
 -- race; PgDecisions also holds the request's row lock.
 WITH who AS (
-    SELECT approvals_person_of(%(principal)s) AS person
+    SELECT approvals_person_of_v1(%(principal)s) AS person
 ), voted AS (
     INSERT INTO approval_votes (request_id, principal, person)
     SELECT %(request_id)s, %(principal)s, who.person FROM who WHERE who.person IS NOT NULL
@@ -217,12 +242,15 @@ SELECT principal FROM approval_votes WHERE request_id = %(id)s AND person = %(pe
 
 -- name: claim_job
 -- The oldest queued job nobody holds, with its run's graph; the caller's transaction holds the
+-- The approvals counted towards a request's quorum, in the order they came.
 -- row (FOR UPDATE), then waits for and holds the thread's advisory lock, until it commits or
 -- its connection dies.
 -- Nothing here may be read for the resume: this statement's snapshot predates the lock
 -- (begin_resume reads, after it, what the thread's last holder may have changed).
 SELECT q.*, r.graph, a.call_id,
-       pg_advisory_xact_lock(hashtextextended(q.thread_id, 7277))::text AS locked
+       pg_advisory_xact_lock(approvals_thread_lock_key_v1(q.thread_id))::text AS locked
+-- ==== resume queue (storage/queue.py) ====
+
   FROM (SELECT * FROM resume_queue
          WHERE status = 'queued'
          ORDER BY id
@@ -232,15 +260,19 @@ SELECT q.*, r.graph, a.call_id,
   JOIN approval_requests a ON a.id = q.request_id;
 
 -- name: thread_lock
-SELECT pg_advisory_lock(hashtextextended(%(thread_id)s, 7277))::text AS locked;
+-- Take a thread's lock on this session (held until thread_unlock or the connection ends).
+SELECT pg_advisory_lock(approvals_thread_lock_key_v1(%(thread_id)s))::text AS locked;
 
 -- name: thread_unlock
-SELECT pg_advisory_unlock(hashtextextended(%(thread_id)s, 7277)) AS unlocked;
+-- Release the thread lock this session took (thread_lock, lock_and_create_run).
+SELECT pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
 
 -- name: finish_job
--- Close a claimed job, and end its step (approvals_settle_step: the step's interception records,
--- the run's settlement when a status is given, their audit events), then write the job's end
--- (resume.finished, .skipped or .failed), after the settlement locked its rows.
+-- Close a claimed job, and end its step (approvals_settle_step_v1: the step's interception
+-- records, the run's settlement when a status is given, their audit events), then write the
+-- job's end (resume.finished, .skipped or .failed), after the settlement locked its rows.
+-- Returns the settlement's outcome: 'settled', 'refused' (the run had been cancelled) or
+-- 'recorded' (no run status given).
 WITH job AS (
     UPDATE resume_queue
        SET status = %(status)s, last_error = %(error)s, attempts = attempts + 1,
@@ -248,17 +280,19 @@ WITH job AS (
      WHERE id = %(id)s
     RETURNING *
 ), settled AS (
-    SELECT approvals_settle_step(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
-                                 %(answer)s, %(request_ids)s::uuid[], %(interrupt_ids)s::text[])
-           AS written
+    SELECT approvals_settle_step_v1(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
+                                    %(answer)s, %(request_ids)s::uuid[],
+                                    %(interrupt_ids)s::text[]) AS outcome
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, data)
+    SELECT CASE job.status WHEN 'done' THEN 'resume.finished' ELSE 'resume.' || job.status END,
+           job.run_id, job.request_id, r.call_id, r.tool, r.state_version,
+           jsonb_build_object('job', job.id, 'error', left(job.last_error, 500),
+                              'settled', (SELECT outcome FROM settled) = 'settled')
+      FROM job LEFT JOIN approval_requests r ON r.id = job.request_id
+     WHERE (SELECT outcome FROM settled) IS NOT NULL
 )
-INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, data)
-SELECT CASE job.status WHEN 'done' THEN 'resume.finished' ELSE 'resume.' || job.status END,
-       job.run_id, job.request_id, r.call_id, r.tool, r.state_version,
-       jsonb_build_object('job', job.id, 'error', left(job.last_error, 500),
-                          'settled', %(run_status)s::text IS NOT NULL)
-  FROM job LEFT JOIN approval_requests r ON r.id = job.request_id
- WHERE (SELECT written FROM settled) >= 0;
+SELECT outcome FROM settled;
 
 -- name: queued_jobs
 SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
@@ -269,8 +303,11 @@ SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
 -- it, and the refusal is audited here (the existing row is read from the statement's snapshot,
 -- which the insert that did nothing leaves as it was).
 WITH started AS (
+-- How many resume jobs wait for a worker.
     INSERT INTO tool_executions (run_id, call_id, tool, idempotency_key, args_identity, status)
     VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(key)s, %(args_identity)s, 'started')
+-- ==== tool ledger (storage/runs.py: PgToolLedger) ====
+
     ON CONFLICT (run_id, call_id) DO NOTHING
     RETURNING *
 ), audit AS (
@@ -348,9 +385,13 @@ SELECT * FROM audit_events WHERE run_id = %(run_id)s ORDER BY id;
 -- name: record_side_effect
 INSERT INTO demo_side_effects (run_id, call_id, tool, args)
 VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(args)s);
+-- A run's tool executions, in the order they started.
 
 -- name: side_effects_for_call
+-- ==== a run's trail and its resume check (storage/audit.py, storage/checkpoints.py) ====
+
 SELECT * FROM demo_side_effects WHERE run_id = %(run_id)s AND call_id = %(call_id)s ORDER BY id;
+-- A run's audit events, oldest first.
 
 -- name: begin_resume
 -- A resume begins under the thread's lock: its audit event (resume.started, for a queued job),
@@ -392,6 +433,8 @@ SELECT sequence, session_id, point, decision, reason, interceptor, mode, input_i
  ORDER BY sequence, id;
 
 -- name: create_user
+-- ==== local accounts and API tokens (storage/accounts.py) ====
+
 -- A new local account with its audit entry; no row when the name is taken.
 WITH created AS (
     INSERT INTO users (name, password_hash, groups)
@@ -407,12 +450,16 @@ SELECT * FROM created;
 
 -- name: user_credentials
 SELECT password_hash, groups, disabled FROM users WHERE name = %(name)s;
+-- What signing in checks: a local account's password hash, groups and whether it is disabled.
 
 -- name: list_users
 SELECT name, groups, created_at, disabled FROM users ORDER BY name;
+-- Every local account, by name (never a password hash).
 
 -- name: disable_user
 WITH disabled AS (
+-- Disable a local account, with its audit entry; no row when there is no such enabled account.
+-- The users_end_sessions_v1 trigger ends its web sessions in the same statement.
     UPDATE users SET disabled = true
      WHERE name = %(name)s AND NOT disabled
     RETURNING name
@@ -472,6 +519,7 @@ SELECT t.name, t.owner,
 
 -- name: revoke_token
 WITH revoked AS (
+-- Revoke a live API token, with its audit entry; no row when there is no such live token.
     UPDATE api_tokens SET revoked_at = now()
      WHERE name = %(name)s AND revoked_at IS NULL
     RETURNING name
@@ -483,9 +531,10 @@ SELECT * FROM revoked;
 
 -- name: list_tokens
 SELECT name, groups, created_by, created_at, revoked_at, owner
+-- Every API token, oldest first, revoked ones included (never a digest).
   FROM api_tokens ORDER BY created_at, name;
 
--- ==== notifications ====
+-- ==== request notifications (storage/notifications.py) ====
 
 -- name: claim_notifications
 -- One poll of the notifier. Records (and claims) the deliveries owed to pending requests at
@@ -569,6 +618,7 @@ RETURNING id;
 
 -- name: request_notifications
 SELECT id, request_id, channel, event, escalation_level, status, attempts, next_attempt_at,
+-- A request's notification deliveries, by escalation level and channel.
        last_error, created_at, finished_at
   FROM notification_deliveries
  WHERE request_id = %(request_id)s
@@ -576,6 +626,7 @@ SELECT id, request_id, channel, event, escalation_level, status, attempts, next_
 
 -- name: request_notification_attempts
 SELECT d.request_id, d.channel, d.event, d.escalation_level, a.attempt, a.status,
+-- Every attempt to deliver a request's notifications, in order.
        a.response_code, a.error, a.at
   FROM notification_attempts a
   JOIN notification_deliveries d ON d.id = a.delivery_id
@@ -593,10 +644,11 @@ SELECT d.id, d.request_id, a.run_id, a.tool, d.channel, d.event, d.escalation_le
  ORDER BY d.created_at DESC, d.id DESC
  LIMIT %(limit)s;
 
--- ==== decision log ====
+-- ==== decision log (storage/audit.py) ====
 
 -- name: audit_head
 SELECT last_id, hash, legacy_until FROM audit_chain_head;
+-- Where the decision log's hash chain ends (read in the verifier's snapshot).
 
 -- name: audit_chain
 -- The whole chain, as the verifier recomputes it: data as its jsonb text. (Read in the same
@@ -608,6 +660,7 @@ SELECT id, at, kind, run_id, request_id, call_id, principal, state_version, tool
 
 -- name: audit_export
 SELECT id, at, kind, run_id, request_id, call_id, tool, principal, state_version, data,
+-- Every event, oldest first, optionally from a moment and/or of one run (streamed).
        prev_hash, hash
   FROM audit_events
  WHERE (%(since)s::timestamptz IS NULL OR at >= %(since)s)
@@ -640,7 +693,7 @@ SELECT id, at, kind, run_id, request_id, call_id, tool, principal, state_version
  ORDER BY id DESC
  LIMIT %(limit)s;
 
--- ==== expiry ====
+-- ==== expiry and escalation (storage/expiry.py) ====
 
 -- name: sweep_expired
 -- Every pending request past its deadline (up to a batch), each handled exactly once in this
@@ -714,7 +767,7 @@ SELECT id, 'expired' AS outcome, (SELECT count(*) FROM wake) AS woken FROM expir
 UNION ALL
 SELECT id, 'escalated' AS outcome, 0 AS woken FROM escalated;
 
--- ==== operations ====
+-- ==== operations: metrics, schema versions, runtime role, cancel, prune (storage/ops.py) ====
 
 -- name: ops_counts
 -- What /metrics reports, as (family, label, value) rows: one aggregate per table.
@@ -758,7 +811,7 @@ SELECT (SELECT version_num FROM alembic_version LIMIT 1) AS revision,
 -- name: grant_runtime_role
 -- Grant a runtime role exactly what the engine needs, from nothing (migration 0013); run as
 -- the tables' owner.
-SELECT object, privileges FROM approvals_grant_runtime(%(role)s);
+SELECT object, privileges FROM approvals_grant_runtime_v1(%(role)s);
 
 -- name: connected_role
 -- The role this connection acts as (migrations skip granting the runtime role to itself).
@@ -766,7 +819,7 @@ SELECT current_user::text AS role;
 
 -- name: lock_run_thread
 -- The thread lock of a run, for this transaction: waits until a step in progress settles.
-SELECT status, pg_advisory_xact_lock(hashtextextended(thread_id, 7277))::text AS locked
+SELECT status, pg_advisory_xact_lock(approvals_thread_lock_key_v1(thread_id))::text AS locked
   FROM runs WHERE id = %(run_id)s;
 
 -- name: cancel_run
@@ -778,7 +831,7 @@ SELECT status, pg_advisory_xact_lock(hashtextextended(thread_id, 7277))::text AS
 WITH run AS (
     UPDATE runs
        SET status = 'cancelled', error = %(error)s, updated_at = now()
-     WHERE id = %(run_id)s AND status IN ('running', 'waiting')
+     WHERE id = %(run_id)s AND NOT approvals_run_finished_v1(status)
     RETURNING id
 ), requests AS (
     UPDATE approval_requests a
@@ -815,11 +868,12 @@ SELECT run.id, (SELECT count(*) FROM requests) AS requests, (SELECT count(*) FRO
 -- name: prunable_threads
 -- The next threads (in thread id order, after `after`) whose runs all ended before the cutoff,
 -- each locked for this transaction unless a step holds it (`locked` false: left for later).
-SELECT t.thread_id, pg_try_advisory_xact_lock(hashtextextended(t.thread_id, 7277)) AS locked
+SELECT t.thread_id,
+       pg_try_advisory_xact_lock(approvals_thread_lock_key_v1(t.thread_id)) AS locked
   FROM (SELECT thread_id FROM runs
          WHERE thread_id > %(after)s
          GROUP BY thread_id
-        HAVING bool_and(status IN ('completed', 'blocked', 'failed', 'cancelled'))
+        HAVING bool_and(approvals_run_finished_v1(status))
            AND max(updated_at) < now() - %(older_than)s::interval
          ORDER BY thread_id
          LIMIT %(limit)s) t;
@@ -831,7 +885,7 @@ WITH threads AS (
     SELECT thread_id FROM runs
      WHERE thread_id = ANY(%(threads)s::text[])
      GROUP BY thread_id
-    HAVING bool_and(status IN ('completed', 'blocked', 'failed', 'cancelled'))
+    HAVING bool_and(approvals_run_finished_v1(status))
        AND max(updated_at) < now() - %(older_than)s::interval
 ), blobs AS (
     DELETE FROM checkpoint_blobs WHERE thread_id IN (SELECT thread_id FROM threads)
@@ -854,7 +908,7 @@ SELECT (SELECT count(*) FROM (SELECT thread_id FROM checkpoints UNION SELECT thr
 WITH threads AS (
     SELECT thread_id FROM runs
      GROUP BY thread_id
-    HAVING bool_and(status IN ('completed', 'blocked', 'failed', 'cancelled'))
+    HAVING bool_and(approvals_run_finished_v1(status))
        AND max(updated_at) < now() - %(older_than)s::interval
 ), counted AS (
     SELECT t.thread_id,
@@ -873,7 +927,7 @@ SELECT count(*) FILTER (WHERE checkpoints + writes + blobs > 0) AS threads,
 INSERT INTO audit_events (kind, principal, data)
 VALUES ('retention.pruned', %(principal)s, %(data)s);
 
--- ==== web sessions (web/security.py, storage/sessions.py) ====
+-- ==== web sessions (storage/sessions.py) ====
 
 -- name: create_web_session
 -- A new session (only the hash of its id is stored); expired sessions are swept on the way.
@@ -928,6 +982,8 @@ SELECT principal, name, via, account, groups, created_at, expires_at, last_seen_
  LIMIT %(limit)s;
 
 -- name: requests_changed_since
+-- ==== live view (storage/changes.py) ====
+
 -- What the live view (/events) compares: requests created or decided after a moment, with the
 -- database's own clock (db_now), so that each listener can keep only those its principal may
 -- see. One row with a NULL id when nothing changed.
@@ -940,7 +996,7 @@ SELECT n.db_now, a.*
          ORDER BY GREATEST(created_at, COALESCE(decided_at, created_at)) DESC
          LIMIT %(limit)s) a ON true;
 
--- ==== run events ====
+-- ==== run events and run notifications (storage/run_events.py) ====
 
 -- name: publish_run_event
 -- One node update of a run's step, and a wake-up for whoever streams the run.
@@ -972,7 +1028,7 @@ WITH fresh AS (
       FROM run_events e
      CROSS JOIN unnest(%(channels)s::text[]) AS c (channel)
      WHERE e.kind = 'status' AND e.at > now() - interval '1 day'
-       AND e.data ->> 'status' IN ('waiting', 'completed', 'blocked', 'failed', 'cancelled')
+       AND (e.data ->> 'status' = 'waiting' OR approvals_run_finished_v1(e.data ->> 'status'))
        AND NOT EXISTS (
            SELECT 1 FROM run_notification_deliveries d
             WHERE d.event_id = e.id AND d.channel = c.channel)

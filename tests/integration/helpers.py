@@ -32,13 +32,15 @@ async def start_refund(
 async def thread_lock(engine: Engine, thread_id: str) -> AsyncIterator[None]:
     """Hold a thread's lock the way a running step does (same key as the engine's queries),
     to stand between a worker and the thread."""
-    async with engine.db.pool.connection() as conn:
-        await conn.execute("select pg_advisory_lock(hashtextextended(%s, 7277))", (thread_id,))
+    async with engine.connection() as conn:
+        await conn.execute(
+            "select pg_advisory_lock(approvals_thread_lock_key_v1(%s))", (thread_id,)
+        )
         try:
             yield
         finally:
             await conn.execute(
-                "select pg_advisory_unlock(hashtextextended(%s, 7277))", (thread_id,)
+                "select pg_advisory_unlock(approvals_thread_lock_key_v1(%s))", (thread_id,)
             )
 
 

@@ -243,7 +243,7 @@ async def test_a_principals_person_is_the_same_in_python_and_in_the_database(
     assert [p.person for p in principals if p is not None] == expected
     for principal in principals:
         assert principal is not None
-        stored = await scalar(engine, "SELECT approvals_person_of(%s)", principal.id)
+        stored = await scalar(engine, "SELECT approvals_person_of_v1(%s)", principal.id)
         assert stored == principal.person, principal.id
 
 

@@ -24,8 +24,8 @@ async def rewrite_history(database_url: str, target: int) -> None:
     from it on recomputed the way the chain trigger computes them, the head moved, triggers
     on again. The chain is sound again afterwards."""
     async with await psycopg.AsyncConnection.connect(database_url) as conn:
-        await conn.execute("ALTER TABLE audit_events DISABLE TRIGGER audit_events_append_only")
-        await conn.execute("ALTER TABLE audit_chain_head DISABLE TRIGGER audit_chain_head_guard")
+        await conn.execute("ALTER TABLE audit_events DISABLE TRIGGER audit_events_append_only_v1")
+        await conn.execute("ALTER TABLE audit_chain_head DISABLE TRIGGER audit_chain_head_guard_v1")
         await conn.execute("UPDATE audit_events SET principal = 'mallory' WHERE id = %s", (target,))
         # A DO block takes no parameters: the target travels in a session setting.
         await conn.execute("SELECT set_config('attack.target', %s, false)", (str(target),))
@@ -38,7 +38,7 @@ async def rewrite_history(database_url: str, target: int) -> None:
                 prev text := (SELECT prev_hash FROM audit_events WHERE id = target);
             BEGIN
                 FOR e IN SELECT * FROM audit_events WHERE id >= target ORDER BY id LOOP
-                    e.hash := approvals_audit_hash(prev, e);
+                    e.hash := approvals_audit_hash_v1(prev, e);
                     UPDATE audit_events SET prev_hash = prev, hash = e.hash WHERE id = e.id;
                     prev := e.hash;
                 END LOOP;
@@ -47,8 +47,8 @@ async def rewrite_history(database_url: str, target: int) -> None:
             $$
             """
         )
-        await conn.execute("ALTER TABLE audit_events ENABLE TRIGGER audit_events_append_only")
-        await conn.execute("ALTER TABLE audit_chain_head ENABLE TRIGGER audit_chain_head_guard")
+        await conn.execute("ALTER TABLE audit_events ENABLE TRIGGER audit_events_append_only_v1")
+        await conn.execute("ALTER TABLE audit_chain_head ENABLE TRIGGER audit_chain_head_guard_v1")
         await conn.commit()
 
 

@@ -213,13 +213,18 @@ async def test_a_cancel_waits_for_the_step_in_progress(engine: Engine) -> None:
 
 async def test_a_cancelled_run_stays_cancelled(engine: Engine) -> None:
     run = await start_refund(engine)
-    await PgOperations(engine.db).cancel(run.run_id, principal="ops", reason=None)
-    # What a step that was already running would write when it settles.
-    async with engine.db.pool.connection() as conn:
-        await conn.execute(
-            "SELECT approvals_settle_run(%s, 'completed', NULL, 'done', '{}', '{}')",
-            (run.run_id,),
-        )
+    await engine.operations.cancel(run.run_id, principal="ops", reason=None)
+    # What a step that was already running would write when it settles: refused, and said so.
+    async with engine.connection() as conn:
+        row = await (
+            await conn.execute(
+                "SELECT approvals_settle_step_v1(%s, '[]', 'completed', NULL, 'done', '{}', '{}')"
+                " AS outcome",
+                (run.run_id,),
+            )
+        ).fetchone()
+    assert row is not None
+    assert row["outcome"] == "refused"
     stored = await engine.runs.get(run.run_id)
     assert stored is not None
     assert stored.status is RunStatus.CANCELLED

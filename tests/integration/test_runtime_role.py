@@ -69,8 +69,8 @@ async def privileges(database_url: str, role: str, table: str) -> set[str]:
 
 
 TAMPERING = [
-    "ALTER TABLE audit_events DISABLE TRIGGER audit_events_append_only",
-    "ALTER TABLE audit_chain_head DISABLE TRIGGER audit_chain_head_guard",
+    "ALTER TABLE audit_events DISABLE TRIGGER audit_events_append_only_v1",
+    "ALTER TABLE audit_chain_head DISABLE TRIGGER audit_chain_head_guard_v1",
     "SET session_replication_role = replica",
     "UPDATE audit_events SET principal = 'mallory' WHERE kind = 'request.decided'",
     "DELETE FROM audit_events WHERE kind = 'request.decided'",
@@ -78,7 +78,7 @@ TAMPERING = [
     "UPDATE audit_chain_head SET last_id = 1",
     "INSERT INTO audit_chain_head (singleton, last_id, hash, legacy_until) VALUES (true, 0, '', 0)",
     "DROP TABLE audit_events CASCADE",
-    "SELECT approvals_grant_runtime(current_user)",
+    "SELECT approvals_grant_runtime_v1(current_user)",
 ]
 
 
