@@ -509,7 +509,7 @@ async def admin(url: str, statement: str) -> None:
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(statement)  # type: ignore[arg-type]
+        await conn.execute(statement)
 
 
 @asynccontextmanager

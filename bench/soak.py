@@ -92,7 +92,7 @@ class Soak:
         async with await psycopg.AsyncConnection.connect(
             self.url, autocommit=True, row_factory=dict_row
         ) as conn:
-            return await (await conn.execute(sql, params)).fetchall()  # type: ignore[arg-type]
+            return await (await conn.execute(sql, params)).fetchall()
 
     async def wait_for(self, sql: str, *params: Any) -> list[dict[str, Any]]:
         deadline = time.monotonic() + 60
@@ -133,7 +133,7 @@ class Soak:
         started = await self.cli(
             "runs", "start", "refund", "--input", '{"message": "refund 1001"}', "--as", "soak"
         )
-        run_id, request = started["run_id"], started["pending"][0]
+        run_id, request = str(started["run_id"]), str(started["pending"][0])
         if point == "server_after_decision":
             await self.server_decides(request)
             return run_id

@@ -57,7 +57,7 @@ def build_with_conditions(deps: GraphDeps) -> AgentGraph:
     @precondition()
     async def within_budget(args: dict[str, Any], call: ToolCall) -> CheckResult:
         """At most 100 per payment."""
-        return args["amount"] <= 100
+        return bool(args["amount"] <= 100)
 
     @postcondition()
     async def receipt_issued(args: dict[str, Any], call: ToolCall, result: Any) -> CheckResult:

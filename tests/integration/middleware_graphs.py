@@ -40,7 +40,7 @@ from tests.integration.governed_graphs import (
 
 
 def _since_user(messages: list[BaseMessage]) -> tuple[str, list[ToolMessage]]:
-    text, results = "", []
+    text, results = "", list[ToolMessage]()
     for m in messages:
         if isinstance(m, HumanMessage):
             text, results = str(m.content), []

@@ -22,7 +22,7 @@ from graphs.scripted import ScriptedToolModel
 def ask_script(messages: list[BaseMessage]) -> AIMessage:
     """``ask QUESTION``: one ``ask_manager`` call; then the tool's answer, verbatim, with its
     status (what the model received)."""
-    question, results = "", []
+    question, results = "", list[ToolMessage]()
     for m in messages:
         if isinstance(m, HumanMessage):
             question, results = str(m.content).removeprefix("ask "), []

@@ -79,7 +79,7 @@ def _script(*, in_content: bool) -> Any:
     schema's tool (``ToolStrategy``) or as JSON content (``ProviderStrategy``)."""
 
     def script(messages: list[BaseMessage]) -> AIMessage:
-        text, results = "", []
+        text, results = "", list[ToolMessage]()
         for m in messages:
             if isinstance(m, HumanMessage):
                 text, results = str(m.content), []

@@ -56,7 +56,7 @@ async def refund_flow(engine: Engine) -> str:
 async def tamper(database_url: str, statement: str, *params: Any) -> None:
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute("SET session_replication_role = replica")
-        await conn.execute(statement, params)  # type: ignore[arg-type]
+        await conn.execute(statement, params)
 
 
 async def stored_events(database_url: str) -> list[dict[str, Any]]:
@@ -116,7 +116,7 @@ async def test_the_database_refuses_update_delete_and_truncate(engine: Engine) -
             "UPDATE audit_chain_head SET last_id = 1",
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
-                await conn.execute(statement)  # type: ignore[arg-type]
+                await conn.execute(statement)
     assert (
         await scalar(engine, "select count(*) from audit_events where principal = 'mallory'") == 0
     )

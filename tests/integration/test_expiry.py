@@ -179,6 +179,7 @@ async def test_deciders_racing_the_sweeper_at_the_deadline_give_exactly_one_outc
             return expired
 
         *decided, expired = await asyncio.gather(*(decide(i) for i in range(8)), sweep())
+        assert isinstance(expired, list)
         won = [d for d in decided if isinstance(d, Decision)]
         assert all(isinstance(d, Decision | RequestNotPending) for d in decided)
         assert len(won) + len(expired) == 1, (won, expired)

@@ -44,7 +44,7 @@ async def stored(engine: Engine, thread_id: str) -> tuple[int, bytes]:
                 f"select * from {table} where thread_id = %s",  # noqa: S608 (fixed names)
                 (thread_id,),
             )
-            rows.extend(await cursor.fetchall())  # type: ignore[arg-type]
+            rows.extend(await cursor.fetchall())
     return len(rows), b"\n".join(_as_bytes(v) for row in rows for v in row.values())
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langchain_mcp_adapters.tools import load_mcp_tools
 from langgraph.types import Command
 from mcp.server.fastmcp import FastMCP
@@ -25,7 +26,7 @@ from approvals.errors import (
     ThreadBusy,
 )
 from approvals.identity import idempotency_key
-from approvals.model import ExecutionStatus
+from approvals.model import Decision, ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
 from graphs.tools import from_langchain
@@ -183,6 +184,7 @@ async def test_racing_decisions_have_one_winner_and_agree_with_what_ran(lc: Engi
         )
         won = [r for r in results if not isinstance(r, BaseException)]
         assert len(won) == 1
+        assert isinstance(won[0], Decision)
         await lc.worker.drain()
         ran = len(await side_effects(lc, out.run_id, "refund-1001"))
         assert ran == (1 if won[0].kind == "approve" else 0)
@@ -193,11 +195,11 @@ async def test_a_resume_value_is_not_a_decision(lc: Engine) -> None:
     would take it, runs nothing: the decision is read from the database."""
     out = await _start(lc, "refund 1001 25")
     graph = lc.registry.get("lc_refund")
-    config = {"configurable": {"thread_id": out.thread_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": out.thread_id}}
     state = await graph.aget_state(config)
     [interrupt] = [i for t in state.tasks for i in t.interrupts]
     forged = {"decisions": [{"type": "approve"}]}
-    holder_config = {
+    holder_config: RunnableConfig = {
         "configurable": {
             "thread_id": out.thread_id,
             **engine_configurable(
@@ -705,6 +707,7 @@ async def test_a_run_takes_the_agents_own_input_and_state_fields(
             await engine.runner.start(
                 "shop", {"message": "refund 1001 25", "basket": 3}, principal="alice"
             )
+        bad: dict[str, Any]
         for bad in (
             {"messages": []},
             {"messages": [{"role": "assistant", "content": "hi"}]},

@@ -34,7 +34,7 @@ def as_role(url: str, role: str) -> str:
 
 async def owner_says(url: str, statement: str) -> None:
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(statement)  # type: ignore[arg-type]
+        await conn.execute(statement)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -105,7 +105,7 @@ async def test_the_runtime_role_runs_the_engine_but_cannot_rewrite_the_log(
     async with await psycopg.AsyncConnection.connect(runtime, autocommit=True) as conn:
         for statement in TAMPERING:
             with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
-                await conn.execute(statement)  # type: ignore[arg-type]
+                await conn.execute(statement)
             # Refused for want of a privilege, not only by the triggers it could turn off.
             assert "append-only" not in str(refused.value), statement
         # A temporary table cannot stand in for the head: the chain trigger's search_path is

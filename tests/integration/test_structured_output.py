@@ -92,6 +92,7 @@ async def test_a_structured_answer_a_human_must_read_waits_and_then_completes(
     done = await lc.runs.get(out.run_id)
     assert done is not None
     assert done.status == "completed", done
+    assert done.answer is not None
     assert json.loads(done.answer)["note"].endswith(f"card {CARD}")
 
 

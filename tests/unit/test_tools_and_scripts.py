@@ -217,7 +217,7 @@ def test_a_sync_function_is_refused_as_a_governed_tool_when_declared() -> None:
     """Refused at declaration, never after a human approved a call of it."""
     with pytest.raises(TypeError, match="async function"):
 
-        @governed_tool(sensitive=True)
+        @governed_tool(sensitive=True)  # type: ignore[arg-type]  # the mistake under test
         def pay(call: ToolCall, amount: float) -> dict[str, float]:
             return {"paid": amount}
 

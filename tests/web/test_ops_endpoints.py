@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 import psycopg
 import pytest
+from pydantic import SecretStr
 
 from storage.ops import schema_heads
 from tests.integration.helpers import start_refund
@@ -30,7 +31,7 @@ def web_settings(database_url: str, tmp_path: Path) -> Settings:
         data_dir=tmp_path,
         config_file=tmp_path / "none.toml",
         secret_key="test-secret-key-" + "x" * 32,
-        metrics_token=METRICS_TOKEN,
+        metrics_token=SecretStr(METRICS_TOKEN),
     )
 
 
@@ -89,7 +90,7 @@ def test_readyz_is_503_while_the_database_refuses_connections(
     name = urlsplit(database_url).path.lstrip("/")
     with psycopg.connect(admin_url, autocommit=True) as admin:
         # Refuse new connections and end the app's: its pool can reach nothing.
-        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')  # type: ignore[arg-type]
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
         try:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
@@ -101,7 +102,7 @@ def test_readyz_is_503_while_the_database_refuses_connections(
             assert response.json()["reason"]
             assert httpx.get(f"{server.url}/healthz").status_code == 200
         finally:
-            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')  # type: ignore[arg-type]
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
 
     def ready() -> bool:
         return httpx.get(f"{server.url}/readyz", timeout=30).status_code == 200
