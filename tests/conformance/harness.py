@@ -16,10 +16,11 @@ round, until the run completes, is blocked or fails. For declaration vectors the
 built from the vector's document by the loader, with the document's resolver name bound to the
 slot resolver, so escalations there take the same path.
 
-The graph runs on LangGraph's ``InMemorySaver`` and on small in-memory ports
-(``memory_ports``) so the kit can construct the harness with no arguments. The tool ledger's
-exactly-once behaviour is proven against PostgreSQL in ``tests/integration``; the in-memory
-ports exist only so the kit can construct this harness.
+The graph runs on LangGraph's ``InMemorySaver`` and on the in-memory adapter
+(``approvals.memory``, one store per run) so the kit can construct the harness with no
+arguments. That adapter passes the same port contract tests as the PostgreSQL one
+(``tests/contracts``); the engine's guarantees across processes are proven against PostgreSQL
+in ``tests/integration``.
 
 Run it with ``pytest tests/conformance``, or through the kit's own pytest plugin (installed as
 an entry point): ``pytest --agent-hooks-harness=tests.conformance.harness:LangGraphHarness
@@ -51,16 +52,17 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from approvals.memory import (
+    MemoryApprovalRequests,
+    MemorySideEffects,
+    MemoryStore,
+    MemoryToolLedger,
+)
 from graphs.admission import input_gate
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
 from graphs.governance import SLOT_RESOLVER, Governance, SessionHolder
 from tests.conformance.approval_desk import ApprovalDesk, Question
-from tests.conformance.memory_ports import (
-    MemoryApprovalRequests,
-    MemorySideEffects,
-    MemoryToolLedger,
-)
 from tests.conformance.scenario import scripted_model, scripted_tools
 
 DECLARATION_PATH = Path(__file__).with_name("approvals.declaration.json")
@@ -181,11 +183,12 @@ class _HarnessRun:
         self._scenario = prepared.scenario
         self._desk = prepared.desk
         self._invocations: list[dict[str, Any]] = []
+        store = MemoryStore()
         deps = GraphDeps(
             checkpointer=InMemorySaver(),
-            requests=MemoryApprovalRequests(),
-            ledger=MemoryToolLedger(),
-            effects=MemorySideEffects(),
+            requests=MemoryApprovalRequests(store),
+            ledger=MemoryToolLedger(store),
+            effects=MemorySideEffects(store),
             slots=prepared.desk.slot,
         )
         self._graph = build_agent(

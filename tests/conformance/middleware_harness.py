@@ -25,6 +25,12 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
+from approvals.memory import (
+    MemoryApprovalRequests,
+    MemorySideEffects,
+    MemoryStore,
+    MemoryToolLedger,
+)
 from graphs import ApprovalMiddleware
 from graphs.admission import input_gate
 from graphs.deps import GraphDeps
@@ -41,11 +47,6 @@ from tests.conformance.harness import (
     SHUTDOWN_REASONS,
     LangGraphHarness,
     _Prepared,
-)
-from tests.conformance.memory_ports import (
-    MemoryApprovalRequests,
-    MemorySideEffects,
-    MemoryToolLedger,
 )
 from tests.conformance.scenario import ScriptedToolError, scripted_reply
 
@@ -82,11 +83,12 @@ class _MiddlewareRun:
         self._scenario = prepared.scenario
         self._desk = prepared.desk
         self._invocations: list[dict[str, Any]] = []
+        store = MemoryStore()
         deps = GraphDeps(
             checkpointer=InMemorySaver(),
-            requests=MemoryApprovalRequests(),
-            ledger=MemoryToolLedger(),
-            effects=MemorySideEffects(),
+            requests=MemoryApprovalRequests(store),
+            ledger=MemoryToolLedger(store),
+            effects=MemorySideEffects(store),
             slots=prepared.desk.slot,
         )
         model = ScriptedToolModel(script=scripted_reply(prepared.scenario), model_name=MODEL_ID)
