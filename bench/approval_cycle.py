@@ -63,6 +63,7 @@ from pydantic import Field
 from graphs.agent import AgentGraph, AgentState, ToolTask, build_agent
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, result_of
+from graphs.examples.effects import side_effects
 from graphs.governance import JsonContext
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
@@ -127,7 +128,7 @@ def build(deps: GraphDeps) -> AgentGraph:
     ) -> dict[str, object]:
         """Refund money to the customer of an order. Moves money: needs approval."""
         return await refund(
-            deps.effects,
+            side_effects(deps),
             run_id=call.run_id,
             call_id=call.call_id,
             key=call.idempotency_key,

@@ -47,11 +47,12 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from approvals.memory import MemoryToolLedger
-from approvals.ports import ApprovalRequests, SideEffectLog, ToolLedger
+from approvals.ports import ApprovalRequests, ToolLedger
 from graphs import ApprovalMiddleware
 from graphs.admission import input_gate
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
+from graphs.examples.effects import extras
 from graphs.governance import Governance, JsonContext, SessionHolder
 from graphs.middleware import register_hosts
 from graphs.run_config import engine_configurable
@@ -156,7 +157,7 @@ def build_governed(*extra: Any) -> Any:
         checkpointer=InMemorySaver(),
         requests=_as(ApprovalRequests, NoRequests()),
         ledger=_as(ToolLedger, MemoryToolLedger()),
-        effects=_as(SideEffectLog, NoEffects()),
+        extras=extras(NoEffects()),
     )
     interceptors = [*extra, *(Inspecting(f"blocked_{i}") for i in range(5 - len(extra)))]
     governance = Governance(interceptors=interceptors)
@@ -185,7 +186,7 @@ def build_create_agent(*, governed: bool) -> tuple[Any, GraphDeps]:
         checkpointer=InMemorySaver(),
         requests=_as(ApprovalRequests, NoRequests()),
         ledger=_as(ToolLedger, MemoryToolLedger()),
-        effects=_as(SideEffectLog, NoEffects()),
+        extras=extras(NoEffects()),
     )
     governance = Governance(interceptors=[Inspecting(f"blocked_{i}") for i in range(5)])
     middleware = [ApprovalMiddleware(governance=governance)] if governed else []

@@ -1,17 +1,30 @@
-"""What a governed graph needs from its host: a checkpointer and the engine's ports."""
+"""What a governed graph needs from its host: a checkpointer and the engine's ports, plus
+whatever a host gives its own graphs beyond them (``extras``, e.g. the examples' side-effect
+log)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Generic, TypeVar, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from approvals.ports import ApprovalRequests, NewRequest, SideEffectLog, ToolLedger
+from approvals.ports import ApprovalRequests, NewRequest, ToolLedger
 from graphs.governance import ApprovalSlot
 from graphs.resolver import StoredDecisionResolver
 from graphs.tools import ToolCatalog
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Extra(Generic[T]):
+    """The typed key of something a host gives its graphs beyond the engine's ports; the
+    module that defines the key defines what it holds (``graphs.examples.effects.EFFECTS``)."""
+
+    name: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -19,7 +32,6 @@ class GraphDeps:
     checkpointer: BaseCheckpointSaver[str]
     requests: ApprovalRequests
     ledger: ToolLedger
-    effects: SideEffectLog
     request_ttl: timedelta = timedelta(hours=24)
     catalog: ToolCatalog = field(default_factory=ToolCatalog)
     #: Where a liftable deny gets its human answer; by default the decision stored for the
@@ -28,6 +40,15 @@ class GraphDeps:
     #: Who is asked whether a call whose outcome is unknown took effect.
     reconcile_group: str = "operators"
     reconcile_ttl: timedelta = timedelta(days=30)
+    #: What the host gives its own graphs beyond the engine's ports, by ``Extra`` name.
+    extras: Mapping[str, object] = field(default_factory=dict)
+
+    def provided(self, key: Extra[T]) -> T:
+        """What the host gave for ``key``; ``LookupError`` when it gave nothing."""
+        try:
+            return cast(T, self.extras[key.name])
+        except KeyError:
+            raise LookupError(f"this host gives its graphs no {key.name!r}") from None
 
     def slot(self, new: NewRequest) -> ApprovalSlot:
         if self.slots is not None:

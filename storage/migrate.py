@@ -1,4 +1,6 @@
-"""``approvals db upgrade``: the engine's Alembic migrations, then LangGraph's own setup.
+"""``approvals db upgrade``: the engine's Alembic migrations, then LangGraph's own setup, then
+the schema files of code outside the core that keeps its own tables (``EXTENSION_SCHEMAS``:
+the examples' side-effect table).
 
 Migrations run as the tables' owner (``APPROVALS_MIGRATION_DATABASE_URL`` when runtime processes
 connect as a role that owns nothing, see ``storage.roles``). A schema already at head is only
@@ -8,6 +10,7 @@ read, so a process connected as the runtime role may call ``upgrade`` at start-u
 from __future__ import annotations
 
 import asyncio
+from importlib import resources
 from pathlib import Path
 
 import psycopg
@@ -21,6 +24,18 @@ from storage.db import sql, translated_errors
 from storage.roles import grant_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: (package, file) of each schema file applied after the migrations, in order. Each is written
+#: to be run again (``CREATE ... IF NOT EXISTS``) and owned by its package, not by the engine.
+EXTENSION_SCHEMAS: tuple[tuple[str, str], ...] = (("graphs.examples", "schema.sql"),)
+
+
+def extension_schemas() -> list[str]:
+    """The text of each ``EXTENSION_SCHEMAS`` file."""
+    return [
+        resources.files(package).joinpath(name).read_text(encoding="utf-8")
+        for package, name in EXTENSION_SCHEMAS
+    ]
 
 
 def alembic_config(url: str) -> Config:
@@ -50,6 +65,8 @@ async def upgrade(url: str, *, runtime_role: str | None = None) -> None:
                     url, autocommit=True, prepare_threshold=None, row_factory=dict_row
                 ) as conn:
                     await AsyncPostgresSaver(conn).setup()
+                    for schema in extension_schemas():
+                        await conn.execute(schema)
             except Exception as exc:
                 cause = getattr(exc, "orig", None) or exc
                 if not isinstance(cause, psycopg.errors.InsufficientPrivilege):

@@ -197,19 +197,3 @@ class PgToolLedger:
     async def for_run(self, run_id: str) -> list[ToolExecution]:
         rows = await self._db.all("run_executions", {"run_id": run_id})
         return [ToolExecution.from_row(r) for r in rows]
-
-
-class PgSideEffects:
-    """The example tools' ``demo_side_effects`` table (no unique constraint, on purpose)."""
-
-    def __init__(self, db: Database) -> None:
-        self._db = db
-
-    async def record(self, *, run_id: str, call_id: str, tool: str, args: dict[str, Any]) -> None:
-        await self._db.run(
-            "record_side_effect",
-            {"run_id": run_id, "call_id": call_id, "tool": tool, "args": json(args)},
-        )
-
-    async def for_call(self, run_id: str, call_id: str) -> list[Row]:
-        return await self._db.all("side_effects_for_call", {"run_id": run_id, "call_id": call_id})

@@ -33,11 +33,13 @@ from storage.notifications import PgNotifications
 from storage.queue import PgResumeQueue
 from storage.requests import PgApprovalRequests, PgDecisions
 from storage.run_events import PgRunEvents, RunEventHub
-from storage.runs import PgRuns, PgSideEffects, PgToolLedger
+from storage.runs import PgRuns, PgToolLedger
+from storage.statements import PgStatements
 from web.notify import Notifier
 from web.settings import Settings
 
 if TYPE_CHECKING:
+    from graphs.examples.effects import SqlSideEffects
     from graphs.registry import GraphRegistry
     from graphs.runner import Runner
     from graphs.worker import Worker
@@ -62,7 +64,6 @@ class Engine:
     decisions: PgDecisions
     runs: PgRuns
     ledger: PgToolLedger
-    effects: PgSideEffects
     queue: PgResumeQueue
     accounts: PgAccounts
     #: Tells people when calls wait or are escalated; run by the worker processes.
@@ -71,6 +72,7 @@ class Engine:
     @cached_property
     def _graphs(self) -> _Graphs:
         from graphs.deps import GraphDeps
+        from graphs.examples.effects import extras
         from graphs.registry import GraphRegistry
         from graphs.runner import Runner
         from graphs.worker import Worker
@@ -81,7 +83,7 @@ class Engine:
             checkpointer=saver,
             requests=self.requests,
             ledger=self.ledger,
-            effects=self.effects,
+            extras=extras(self.effects),
             request_ttl=timedelta(seconds=self.settings.request_ttl_seconds),
             reconcile_group=self.settings.operator_group,
         )
@@ -97,6 +99,15 @@ class Engine:
             runner=runner, queue=self.queue, concurrency=self.settings.worker_concurrency
         )
         return _Graphs(registry=registry, runner=runner, worker=worker)
+
+    @cached_property
+    def effects(self) -> SqlSideEffects:
+        """The examples' side-effect log (their own table, ``graphs/examples/schema.sql``),
+        given to their graphs in ``GraphDeps.extras``; tests and the demo read it back."""
+        # Function-local for the same reason as _graphs: the examples import LangGraph.
+        from graphs.examples.effects import SqlSideEffects
+
+        return SqlSideEffects(PgStatements(self.db))
 
     @cached_property
     def streams(self) -> RunEventHub:
@@ -275,7 +286,6 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
         requests = PgApprovalRequests(db)
         runs = PgRuns(db)
         ledger = PgToolLedger(db)
-        effects = PgSideEffects(db)
         queue = PgResumeQueue(db, url)
         engine = Engine(
             url=url,
@@ -286,7 +296,6 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             decisions=PgDecisions(db),
             runs=runs,
             ledger=ledger,
-            effects=effects,
             queue=queue,
             accounts=PgAccounts(db),
             notifier=Notifier.from_settings(PgNotifications(db), settings, PgRunEvents(db)),

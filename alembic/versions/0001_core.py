@@ -1,4 +1,7 @@
-"""Core tables: runs, approval requests, decisions, resume queue, tool ledger, audit, demo.
+"""Core tables: runs, approval requests, decisions, resume queue, tool ledger, audit.
+
+This revision once also created the demo's ``demo_side_effects`` table; the examples own it
+now (``graphs/examples/schema.sql``), and a database migrated before keeps it.
 
 Revision ID: 0001
 Revises:
@@ -126,17 +129,6 @@ def upgrade() -> None:
                    updated_at = now()
              WHERE id = p_run_id;
         $fn$;
-
-        -- Every real invocation of an example tool; deliberately no unique constraint so that
-        -- a double execution would show up as two rows.
-        CREATE TABLE demo_side_effects (
-            id bigserial PRIMARY KEY,
-            run_id uuid NOT NULL,
-            call_id text NOT NULL,
-            tool text NOT NULL,
-            args jsonb NOT NULL,
-            at timestamptz NOT NULL DEFAULT now()
-        );
         """
     )
 
@@ -145,7 +137,7 @@ def downgrade() -> None:
     op.execute(
         """
         DROP FUNCTION approvals_settle_run;
-        DROP TABLE demo_side_effects;
+        DROP TABLE IF EXISTS demo_side_effects;  -- created here before the examples owned it
         DROP TABLE audit_events;
         DROP TABLE tool_executions;
         DROP TABLE resume_queue;

@@ -23,6 +23,7 @@ from approvals.policy import load_policy
 from graphs.agent import AgentGraph, build_agent
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
+from graphs.examples.effects import side_effects
 from graphs.governance import Governance
 from graphs.middleware import ApprovalMiddleware
 from graphs.scripted import ScriptedChatModel, ScriptedToolModel
@@ -99,7 +100,8 @@ def _policy() -> Governance:
 
 def email_tools(deps: GraphDeps) -> list[GovernedTool]:
     """``draft_email`` (allowed) and ``send_email`` (sensitive); a sent e-mail is recorded as
-    a side effect in ``deps.effects``."""
+    a side effect in the examples' side-effect log
+    (``graphs.examples.effects``)."""
 
     @governed_tool()
     async def draft_email(
@@ -119,7 +121,7 @@ def email_tools(deps: GraphDeps) -> list[GovernedTool]:
         body: str = Field(min_length=1, max_length=10_000),
     ) -> dict[str, str]:
         """Send an e-mail to an outside address. Cannot be taken back: needs approval."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=call.run_id,
             call_id=call.call_id,
             tool="send_email",

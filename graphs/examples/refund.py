@@ -25,6 +25,7 @@ from graphs.agent import AgentGraph, build_agent
 from graphs.conditions import CheckResult, postcondition, precondition
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
+from graphs.examples.effects import side_effects
 from graphs.governance import Governance
 from graphs.middleware import ApprovalMiddleware
 from graphs.scripted import ScriptedChatModel, ScriptedToolModel
@@ -140,7 +141,8 @@ def _policy() -> Governance:
 
 def refund_tools(deps: GraphDeps) -> list[GovernedTool]:
     """``lookup_order`` (allowed) and ``issue_refund`` (sensitive, with its conditions); the
-    refund is recorded as a side effect in ``deps.effects``."""
+    refund is recorded as a side effect in the examples' side-effect log
+    (``graphs.examples.effects``)."""
 
     @governed_tool()
     async def lookup_order(
@@ -164,7 +166,7 @@ def refund_tools(deps: GraphDeps) -> list[GovernedTool]:
         reason: str = Field(default="customer request", max_length=200),
     ) -> dict[str, object]:
         """Refund money to the customer of an order. Moves money: needs approval."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=call.run_id,
             call_id=call.call_id,
             tool="issue_refund",

@@ -192,10 +192,12 @@ WITH consumed AS (
 SELECT d.*, (SELECT count(*) FROM wake) AS woken FROM decision d;
 
 -- name: request_status
+-- Whether a request can still be decided: its status, whether it expired, its quorum.
 SELECT status, expires_at <= now() AS expired, quorum FROM approval_requests WHERE id = %(id)s;
 
--- Whether a request can still be decided: its status, whether it expired, its quorum.
 -- name: lock_request
+-- A request's row, locked until the transaction ends (votes count under it), with what
+-- deciding it needs.
 SELECT status, expires_at <= now() AS expired, quorum, run_id, call_id
   FROM approval_requests WHERE id = %(id)s FOR UPDATE;
 
@@ -203,8 +205,6 @@ SELECT status, expires_at <= now() AS expired, quorum, run_id, call_id
 -- One approval towards a request's quorum, once per person (approvals_person_of_v1: a person's
 -- tokens and web account are one approver), with its audit entry. Returns the voter's person
 -- (NULL for a service token, whose vote is not recorded), whether this vote was counted, the
--- A request's row, locked until the transaction ends (votes count under it), with what
--- deciding it needs.
 -- approvals counted with it, and the principal the person voted as before, if they did.
 -- The (request, person) key refuses the second vote even if two of one person's principals
 -- race; PgDecisions also holds the request's row lock.
@@ -234,23 +234,23 @@ SELECT who.person,
   FROM who;
 
 -- name: request_votes
+-- The approvals counted towards a request's quorum, in the order they came.
 SELECT principal, person, at FROM approval_votes WHERE request_id = %(id)s ORDER BY at, principal;
 
 -- name: person_vote
 -- The principal a person approved a request as (any of their principals counts), if they did.
 SELECT principal FROM approval_votes WHERE request_id = %(id)s AND person = %(person)s;
 
+-- ==== resume queue (storage/queue.py) ====
+
 -- name: claim_job
 -- The oldest queued job nobody holds, with its run's graph; the caller's transaction holds the
--- The approvals counted towards a request's quorum, in the order they came.
 -- row (FOR UPDATE), then waits for and holds the thread's advisory lock, until it commits or
 -- its connection dies.
 -- Nothing here may be read for the resume: this statement's snapshot predates the lock
 -- (begin_resume reads, after it, what the thread's last holder may have changed).
 SELECT q.*, r.graph, a.call_id,
        pg_advisory_xact_lock(approvals_thread_lock_key_v1(q.thread_id))::text AS locked
--- ==== resume queue (storage/queue.py) ====
-
   FROM (SELECT * FROM resume_queue
          WHERE status = 'queued'
          ORDER BY id
@@ -295,7 +295,10 @@ WITH job AS (
 SELECT outcome FROM settled;
 
 -- name: queued_jobs
+-- How many resume jobs wait for a worker.
 SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
+
+-- ==== tool ledger (storage/runs.py: PgToolLedger) ====
 
 -- name: begin_execution
 -- Claim the single execution of (run, call); returns the row and whether this caller owns it.
@@ -303,11 +306,8 @@ SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
 -- it, and the refusal is audited here (the existing row is read from the statement's snapshot,
 -- which the insert that did nothing leaves as it was).
 WITH started AS (
--- How many resume jobs wait for a worker.
     INSERT INTO tool_executions (run_id, call_id, tool, idempotency_key, args_identity, status)
     VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(key)s, %(args_identity)s, 'started')
--- ==== tool ledger (storage/runs.py: PgToolLedger) ====
-
     ON CONFLICT (run_id, call_id) DO NOTHING
     RETURNING *
 ), audit AS (
@@ -377,21 +377,14 @@ SELECT t.run_id, t.call_id, t.tool, t.started_at, a.id AS request_id
  ORDER BY t.started_at;
 
 -- name: run_executions
+-- A run's tool executions, in the order they started.
 SELECT * FROM tool_executions WHERE run_id = %(run_id)s ORDER BY id;
 
--- name: run_audit
-SELECT * FROM audit_events WHERE run_id = %(run_id)s ORDER BY id;
-
--- name: record_side_effect
-INSERT INTO demo_side_effects (run_id, call_id, tool, args)
-VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(args)s);
--- A run's tool executions, in the order they started.
-
--- name: side_effects_for_call
 -- ==== a run's trail and its resume check (storage/audit.py, storage/checkpoints.py) ====
 
-SELECT * FROM demo_side_effects WHERE run_id = %(run_id)s AND call_id = %(call_id)s ORDER BY id;
+-- name: run_audit
 -- A run's audit events, oldest first.
+SELECT * FROM audit_events WHERE run_id = %(run_id)s ORDER BY id;
 
 -- name: begin_resume
 -- A resume begins under the thread's lock: its audit event (resume.started, for a queued job),
@@ -432,9 +425,9 @@ SELECT sequence, session_id, point, decision, reason, interceptor, mode, input_i
  WHERE run_id = %(run_id)s
  ORDER BY sequence, id;
 
--- name: create_user
 -- ==== local accounts and API tokens (storage/accounts.py) ====
 
+-- name: create_user
 -- A new local account with its audit entry; no row when the name is taken.
 WITH created AS (
     INSERT INTO users (name, password_hash, groups)
@@ -449,17 +442,17 @@ WITH created AS (
 SELECT * FROM created;
 
 -- name: user_credentials
-SELECT password_hash, groups, disabled FROM users WHERE name = %(name)s;
 -- What signing in checks: a local account's password hash, groups and whether it is disabled.
+SELECT password_hash, groups, disabled FROM users WHERE name = %(name)s;
 
 -- name: list_users
-SELECT name, groups, created_at, disabled FROM users ORDER BY name;
 -- Every local account, by name (never a password hash).
+SELECT name, groups, created_at, disabled FROM users ORDER BY name;
 
 -- name: disable_user
-WITH disabled AS (
 -- Disable a local account, with its audit entry; no row when there is no such enabled account.
 -- The users_end_sessions_v1 trigger ends its web sessions in the same statement.
+WITH disabled AS (
     UPDATE users SET disabled = true
      WHERE name = %(name)s AND NOT disabled
     RETURNING name
@@ -518,8 +511,8 @@ SELECT t.name, t.owner,
    AND (t.owner IS NULL OR NOT u.disabled);
 
 -- name: revoke_token
-WITH revoked AS (
 -- Revoke a live API token, with its audit entry; no row when there is no such live token.
+WITH revoked AS (
     UPDATE api_tokens SET revoked_at = now()
      WHERE name = %(name)s AND revoked_at IS NULL
     RETURNING name
@@ -530,8 +523,8 @@ WITH revoked AS (
 SELECT * FROM revoked;
 
 -- name: list_tokens
-SELECT name, groups, created_by, created_at, revoked_at, owner
 -- Every API token, oldest first, revoked ones included (never a digest).
+SELECT name, groups, created_by, created_at, revoked_at, owner
   FROM api_tokens ORDER BY created_at, name;
 
 -- ==== request notifications (storage/notifications.py) ====
@@ -617,16 +610,16 @@ UPDATE notification_deliveries
 RETURNING id;
 
 -- name: request_notifications
-SELECT id, request_id, channel, event, escalation_level, status, attempts, next_attempt_at,
 -- A request's notification deliveries, by escalation level and channel.
+SELECT id, request_id, channel, event, escalation_level, status, attempts, next_attempt_at,
        last_error, created_at, finished_at
   FROM notification_deliveries
  WHERE request_id = %(request_id)s
  ORDER BY escalation_level, channel;
 
 -- name: request_notification_attempts
-SELECT d.request_id, d.channel, d.event, d.escalation_level, a.attempt, a.status,
 -- Every attempt to deliver a request's notifications, in order.
+SELECT d.request_id, d.channel, d.event, d.escalation_level, a.attempt, a.status,
        a.response_code, a.error, a.at
   FROM notification_attempts a
   JOIN notification_deliveries d ON d.id = a.delivery_id
@@ -647,8 +640,8 @@ SELECT d.id, d.request_id, a.run_id, a.tool, d.channel, d.event, d.escalation_le
 -- ==== decision log (storage/audit.py) ====
 
 -- name: audit_head
-SELECT last_id, hash, legacy_until FROM audit_chain_head;
 -- Where the decision log's hash chain ends (read in the verifier's snapshot).
+SELECT last_id, hash, legacy_until FROM audit_chain_head;
 
 -- name: audit_chain
 -- The whole chain, as the verifier recomputes it: data as its jsonb text. (Read in the same
@@ -659,8 +652,8 @@ SELECT id, at, kind, run_id, request_id, call_id, principal, state_version, tool
  ORDER BY id;
 
 -- name: audit_export
-SELECT id, at, kind, run_id, request_id, call_id, tool, principal, state_version, data,
 -- Every event, oldest first, optionally from a moment and/or of one run (streamed).
+SELECT id, at, kind, run_id, request_id, call_id, tool, principal, state_version, data,
        prev_hash, hash
   FROM audit_events
  WHERE (%(since)s::timestamptz IS NULL OR at >= %(since)s)
@@ -981,9 +974,9 @@ SELECT principal, name, via, account, groups, created_at, expires_at, last_seen_
  ORDER BY created_at DESC
  LIMIT %(limit)s;
 
--- name: requests_changed_since
 -- ==== live view (storage/changes.py) ====
 
+-- name: requests_changed_since
 -- What the live view (/events) compares: requests created or decided after a moment, with the
 -- database's own clock (db_now), so that each listener can keep only those its principal may
 -- see. One row with a NULL id when nothing changed.

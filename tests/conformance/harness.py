@@ -61,6 +61,7 @@ from approvals.memory import (
 from graphs.admission import input_gate
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
+from graphs.examples.effects import extras
 from graphs.governance import SLOT_RESOLVER, Governance, SessionHolder
 from tests.conformance.approval_desk import ApprovalDesk, Question
 from tests.conformance.scenario import scripted_model, scripted_tools
@@ -188,7 +189,7 @@ class _HarnessRun:
             checkpointer=InMemorySaver(),
             requests=MemoryApprovalRequests(store),
             ledger=MemoryToolLedger(store),
-            effects=MemorySideEffects(store),
+            extras=extras(MemorySideEffects(store)),
             slots=prepared.desk.slot,
         )
         self._graph = build_agent(

@@ -34,6 +34,7 @@ from approvals.memory import (
 from graphs import ApprovalMiddleware
 from graphs.admission import input_gate
 from graphs.deps import GraphDeps
+from graphs.examples.effects import extras
 from graphs.governance import SessionHolder
 from graphs.middleware import BLOCKED, register_hosts
 from graphs.run_config import engine_configurable
@@ -88,7 +89,7 @@ class _MiddlewareRun:
             checkpointer=InMemorySaver(),
             requests=MemoryApprovalRequests(store),
             ledger=MemoryToolLedger(store),
-            effects=MemorySideEffects(store),
+            extras=extras(MemorySideEffects(store)),
             slots=prepared.desk.slot,
         )
         model = ScriptedToolModel(script=scripted_reply(prepared.scenario), model_name=MODEL_ID)

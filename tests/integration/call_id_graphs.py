@@ -25,6 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from graphs.agent import AgentGraph, build_agent
 from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn
+from graphs.examples.effects import side_effects
 from graphs.governance import Governance
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
@@ -36,7 +37,7 @@ def _pay_tool(deps: GraphDeps) -> GovernedTool:
     @governed_tool(sensitive=True)
     async def pay(call: ToolCall, amount: float) -> dict[str, float]:
         """Pay an amount."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=call.run_id, call_id=call.call_id, tool="pay", args={"amount": amount}
         )
         return {"paid": amount}

@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from graphs.agent import AgentGraph, build_agent
 from graphs.conditions import CheckResult, postcondition, precondition
 from graphs.deps import GraphDeps
+from graphs.examples.effects import side_effects
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import ToolCall, governed_tool
 
@@ -27,7 +28,7 @@ def build(deps: GraphDeps) -> AgentGraph:
     @governed_tool(sensitive=True)
     async def pay(call: ToolCall, amount: float) -> dict[str, float]:
         """Pay an amount."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=call.run_id, call_id=call.call_id, tool="pay", args={"amount": amount}
         )
         return {"paid": amount}
@@ -67,7 +68,7 @@ def build_with_conditions(deps: GraphDeps) -> AgentGraph:
     @governed_tool(sensitive=True, preconditions=[within_budget], postconditions=[receipt_issued])
     async def pay(call: ToolCall, amount: float) -> dict[str, float]:
         """Pay an amount."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=call.run_id, call_id=call.call_id, tool="pay", args={"amount": amount}
         )
         return {"paid": amount}

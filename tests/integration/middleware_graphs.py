@@ -25,6 +25,7 @@ from graphs import ApprovalMiddleware, GovernedToolNode
 from graphs.conditions import CheckResult, precondition
 from graphs.deps import GraphDeps
 from graphs.examples.demo import external_call_latency
+from graphs.examples.effects import side_effects
 from graphs.governance import Governance
 from graphs.registry import ungoverned
 from graphs.run_config import RUN_ID_KEY
@@ -97,7 +98,7 @@ def _recording_refund(deps: GraphDeps) -> BaseTool:
     ) -> str:
         """Refund money on an order."""
         run_id = runtime.config["configurable"][RUN_ID_KEY]
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=run_id,
             call_id=tool_call_id,
             tool="issue_refund",
@@ -166,7 +167,7 @@ def build_tools(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         return {"word": word, "length": len(word)}
 
     async def add_one(**kwargs: Any) -> str:
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=get_config()["configurable"][RUN_ID_KEY],
             call_id="add-1",
             tool="add_one",
@@ -341,7 +342,7 @@ def shop_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         tool_call_id: Annotated[str, InjectedToolCallId],
     ) -> str:
         """Refund money on an order."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=get_config()["configurable"][RUN_ID_KEY],
             call_id=tool_call_id,
             tool="issue_refund",
@@ -369,7 +370,7 @@ def command_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         order_id: str, amount: float, tool_call_id: Annotated[str, InjectedToolCallId]
     ) -> Command[Any]:
         """Refund money on an order."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=get_config()["configurable"][RUN_ID_KEY],
             call_id=tool_call_id,
             tool="issue_refund",
@@ -415,7 +416,7 @@ def context_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         context = runtime.context
         assert isinstance(context, ShopContext)
         region = runtime.config["configurable"]["region"]
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=runtime.config["configurable"][RUN_ID_KEY],
             call_id=str(runtime.tool_call_id),
             tool="issue_refund",
@@ -445,7 +446,7 @@ def governed_tools_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         call: ToolCall, order_id: str = Field(pattern=r"^\d{4}$"), amount: float = Field(gt=0)
     ) -> dict[str, Any]:
         """Refund money on an order."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=call.run_id,
             call_id=call.call_id,
             tool="issue_refund",

@@ -11,6 +11,7 @@ from pydantic import Field
 from approvals.policy import parse_policy
 from graphs.agent import AgentGraph, build_agent
 from graphs.deps import GraphDeps
+from graphs.examples.effects import side_effects
 from graphs.governance import Governance
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import ToolCall, governed_tool
@@ -64,7 +65,7 @@ def build(deps: GraphDeps) -> AgentGraph:
         billing: dict[str, str] = NO_BILLING,
     ) -> dict[str, Any]:
         """Charge an amount to a card."""
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=call.run_id,
             call_id=call.call_id,
             tool="charge_card",

@@ -15,6 +15,7 @@ from langgraph.pregel import Pregel
 from approvals.policy import parse_policy
 from graphs import ApprovalMiddleware
 from graphs.deps import GraphDeps
+from graphs.examples.effects import side_effects
 from graphs.run_config import RUN_ID_KEY
 from graphs.scripted import ScriptedToolModel
 
@@ -45,7 +46,7 @@ def build(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
     ) -> str:
         """Ask the manager a question; the manager's answer comes back."""
         # A stub: the answer is a person's. Recorded so a test can see it never runs.
-        await deps.effects.record(
+        await side_effects(deps).record(
             run_id=runtime.config["configurable"][RUN_ID_KEY],
             call_id=tool_call_id,
             tool="ask_manager",

@@ -18,6 +18,7 @@ from approvals.errors import InvalidDecision
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
 from graphs.governance import Governance
+from graphs.examples.effects import extras
 from graphs.run_config import engine_configurable
 from storage.ops import PgOperations
 from tests.integration.governed_graphs import GRAPHS, DenyOutput
@@ -141,7 +142,7 @@ async def test_a_streaming_model_streams_nothing_before_output_allowed_it(
         checkpointer=InMemorySaver(),
         requests=governed.requests,
         ledger=governed.ledger,
-        effects=governed.effects,
+        extras=extras(governed.effects),
     )
     graph = build_agent(
         name="streaming",
