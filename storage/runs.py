@@ -132,17 +132,21 @@ class PgToolLedger:
     async def begin(
         self, *, run_id: str, call_id: str, tool: str, key: str, args_identity: str
     ) -> tuple[bool, ToolExecution]:
-        row = await self._db.one(
-            "begin_execution",
-            {
-                "run_id": run_id,
-                "call_id": call_id,
-                "tool": tool,
-                "key": key,
-                "args_identity": args_identity,
-            },
-        )
-        assert row is not None
+        params = {
+            "run_id": run_id,
+            "call_id": call_id,
+            "tool": tool,
+            "key": key,
+            "args_identity": args_identity,
+        }
+        row = await self._db.one("begin_execution", params)
+        if row is None:
+            # A racing begin inserted the row after this statement's snapshot was taken (the
+            # insert waited for it, then did nothing, and the read cannot see it): the next
+            # statement's snapshot does, and answers with that execution.
+            row = await self._db.one("begin_execution", params)
+        if row is None:
+            raise RuntimeError(f"no execution recorded for ({run_id}, {call_id})")
         return bool(row["owned"]), ToolExecution.from_row(row)
 
     async def finish(

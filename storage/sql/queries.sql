@@ -304,7 +304,8 @@ SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
 -- Claim the single execution of (run, call); returns the row and whether this caller owns it.
 -- An existing row of other arguments is another call reusing the call id: the caller refuses
 -- it, and the refusal is audited here (the existing row is read from the statement's snapshot,
--- which the insert that did nothing leaves as it was).
+-- which the insert that did nothing leaves as it was). No row: a racing begin committed the
+-- row after that snapshot was taken; the caller runs the statement again, which sees it.
 WITH started AS (
     INSERT INTO tool_executions (run_id, call_id, tool, idempotency_key, args_identity, status)
     VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(key)s, %(args_identity)s, 'started')
