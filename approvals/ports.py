@@ -228,14 +228,6 @@ class ResumeChecks(Protocol):
         ...
 
 
-class SideEffectLog(Protocol):
-    """Where the example tools write each real invocation (so a double one is visible)."""
-
-    async def record(
-        self, *, run_id: str, call_id: str, tool: str, args: dict[str, Any]
-    ) -> None: ...
-
-
 class Accounts(Protocol):
     """Local accounts and API tokens. Secrets are never stored: passwords as a memory-hard hash
     (scrypt), tokens as a SHA-256 digest."""

@@ -39,7 +39,7 @@ class Principal:
     def person(self) -> str | None:
         """Who acts, whichever principal they use: the owner's ``local:NAME`` for a token (``None``
         for a service token, which therefore never decides), the principal's own id otherwise.
-        The database's ``approvals_person_of`` is the same mapping for a stored principal id."""
+        The database's ``approvals_person_of_v1`` is the same mapping for a stored principal id."""
         if self.via is Via.TOKEN:
             return self.owner
         return self.id
