@@ -9,6 +9,9 @@ a request is consumed once, an execution begins once, a job is claimed once, quo
 count once per person. What they do not give is durability and sharing: the store lives in one
 process, a crash forgets it, and nothing is written to the audit log. The engine itself runs
 on the PostgreSQL adapters in ``storage``.
+
+``MemorySideEffects`` is no engine port: it has the shape of the examples' side-effect log
+(``graphs.examples.effects``), which the conformance harnesses give their graphs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Runs and their thread lock, the execute-once ledger, the resume queue, the resume check and
-the side-effect log, in memory: the rules of ``storage/runs.py``, ``storage/queue.py`` and
-``storage/checkpoints.py``, minus the audit log."""
+"""Runs and their thread lock, the execute-once ledger, the resume queue and the resume check in
+memory (and a side-effect log of the examples' shape): the rules of ``storage/runs.py``,
+``storage/queue.py`` and ``storage/checkpoints.py``, minus the audit log."""
 
 from __future__ import annotations
 
@@ -162,7 +162,8 @@ class MemoryToolLedger:
 
 class MemorySideEffects:
     """Every real tool invocation, in order (no uniqueness, on purpose: a double execution
-    shows up twice)."""
+    shows up twice). Not an engine port: the shape of the examples' side-effect log
+    (``graphs.examples.effects.SideEffectLog``), for hosts that give their graphs one."""
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self._store = store if store is not None else MemoryStore()
