@@ -459,3 +459,27 @@ def governed_tools_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         tools=[issue_refund.as_tool()],
         middleware=[ApprovalMiddleware()],
     )
+
+
+def tool_node_escalate_input(deps: GraphDeps) -> StateGraph[Any, Any, Any, Any]:
+    """A hand-built agent governed only by its ``GovernedToolNode``, whose policy sends some
+    inputs to a human: no node of it can pause for one, so the runner holds the input."""
+    model = ScriptedToolModel(script=refund_script)
+
+    async def call_model(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", call_model)
+    builder.add_node(
+        "tools",
+        GovernedToolNode(
+            [_recording_refund(deps)],
+            interrupt_on={"issue_refund": True},
+            governance=Governance(interceptors=(EscalateInput(),)),
+        ),
+    )
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder
