@@ -13,7 +13,7 @@ import sys
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
@@ -23,10 +23,16 @@ from graphs.deps import GraphDeps
 from graphs.governance import Governance
 from graphs.tools import GovernedTool, ToolCatalog
 
+if TYPE_CHECKING:
+    from graphs.openai_host import OpenAIHost
+
 DEFAULT_GRAPHS: dict[str, str] = {
     "refund": "graphs.examples.refund:build",
     "email": "graphs.examples.email:build",
 }
+if importlib.util.find_spec("agents") is not None:
+    # The OpenAI Agents SDK example, where the SDK is installed (the approvals[openai] extra).
+    DEFAULT_GRAPHS["refund_openai"] = "graphs.examples.openai_refund:build"
 
 GraphFactory = Callable[[GraphDeps], Pregel[Any, Any, Any, Any]]
 G = TypeVar("G", bound=Pregel[Any, Any, Any, Any])
@@ -37,6 +43,7 @@ class GraphRegistry:
         self._deps = deps
         self._entries = {**DEFAULT_GRAPHS, **(entries or {})}
         self._built: dict[str, Pregel[Any, Any, Any, Any]] = {}
+        self._openai: dict[str, OpenAIHost] = {}
 
     @property
     def deps(self) -> GraphDeps:
@@ -48,19 +55,46 @@ class GraphRegistry:
 
     def tools(self, name: str) -> list[GovernedTool]:
         """The governed tools of graph ``name`` (built if needed), with their validation.
-        Empty for a graph not built with ``build_agent``."""
+        Empty for a graph not built with ``build_agent`` (and for an OpenAI-SDK agent)."""
+        if self.openai(name) is not None:
+            return []
         self.get(name)
         return list(self._deps.catalog.for_graph(name))
 
     def governance(self, name: str) -> Governance | None:
         """How graph ``name``'s tool calls are governed (built if needed); ``None`` for a
-        graph not built with ``build_agent``."""
+        graph not built with ``build_agent``, and for an OpenAI-SDK agent (its requests take
+        no edits, so there is nothing to check one against)."""
+        if self.openai(name) is not None:
+            return None
         self.get(name)
         found = self._deps.catalog.governance_of(name)
         return found if isinstance(found, Governance) else None
 
     def get(self, name: str) -> Pregel[Any, Any, Any, Any]:
         """The compiled graph registered as ``name`` (built once per process)."""
+        if name in self._built:
+            return self._built[name]
+        loaded = self._load(name)
+        if not isinstance(loaded, Pregel):
+            raise GraphLoadError(
+                name, self._entries[name], "an OpenAI Agents SDK agent, not a LangGraph graph"
+            )
+        return loaded
+
+    def openai(self, name: str) -> OpenAIHost | None:
+        """The OpenAI Agents SDK agent registered as ``name`` (its tools governed), or
+        ``None`` when ``name`` is a LangGraph graph. An entry may name an ``agents.Agent``, a
+        ``graphs.openai_host.OpenAIAgent`` (an agent with its policy files), or build either
+        from ``GraphDeps``."""
+        if name in self._built:
+            return None
+        loaded = self._load(name)
+        return None if isinstance(loaded, Pregel) else loaded
+
+    def _load(self, name: str) -> Pregel[Any, Any, Any, Any] | OpenAIHost:
+        if name in self._openai:
+            return self._openai[name]
         if name in self._built:
             return self._built[name]
         target = self._entries.get(name)
@@ -75,7 +109,14 @@ class GraphRegistry:
             raise GraphLoadError(name, target, str(exc)) from exc
         catalog = self._deps.catalog
         catalog.last_registered = None
-        graph = self._compiled(name, target, factory)
+        built = factory
+        if not isinstance(factory, Pregel | StateGraph) and callable(factory):
+            built = factory(self._deps)
+        host = _openai_host(name, built)
+        if host is not None:
+            self._openai[name] = host
+            return host
+        graph = self._compiled(name, target, built)
         built_as = catalog.last_registered
         if built_as is not None and built_as != name:
             # An entry may build an agent under another name (several entries, one builder):
@@ -166,3 +207,18 @@ def _register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolC
         return False
     found: bool = module.register_hosts(graph, name, catalog)
     return found
+
+
+def _openai_host(name: str, built: Any) -> OpenAIHost | None:
+    """``built`` as an OpenAI-SDK host, if it is an ``agents.Agent`` (or an ``OpenAIAgent``).
+    Such an object exists only once the SDK was imported, so a process that never imports it
+    does not import it here."""
+    if "agents" not in sys.modules:
+        return None
+    from agents import Agent
+
+    from graphs.openai_host import OpenAIAgent, OpenAIHost
+
+    if isinstance(built, Agent | OpenAIAgent):
+        return OpenAIHost(name, built)
+    return None

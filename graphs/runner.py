@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
@@ -38,6 +38,9 @@ from graphs.registry import GraphRegistry
 from graphs.run_config import EngineRun, engine_configurable
 from graphs.streaming import Publish, invoke_streaming
 from graphs.structured import StructuredAnswer
+
+if TYPE_CHECKING:
+    from graphs.openai_host.runner import OpenAIRunner
 
 log = logging.getLogger("approvals.runner")
 
@@ -212,6 +215,11 @@ class Runner:
         """Start a run of ``graph_name`` as ``principal``; returns when it finishes or pauses.
         ``observe`` is given each node update as it happens (``approvals runs start --stream``)."""
         # Before anything is written (the run row, a checkpoint): InvalidValue names the field.
+        hosted = self._registry.openai(graph_name)
+        if hosted is not None:
+            return await self._openai().start(
+                hosted, input, principal=principal, thread_id=thread_id
+            )
         check_inputs(input=input, thread_id=thread_id, principal=principal)
         if thread_id is not None and not (0 < len(thread_id) <= 200):
             raise InvalidRunInput("thread id must be 1 to 200 characters")
@@ -337,6 +345,9 @@ class Runner:
             # before this claim is never resumed, whatever decision queued the job.
             await claimed.complete(JobStatus.SKIPPED, "run cancelled")
             return None
+        hosted = self._registry.openai(job.graph)
+        if hosted is not None:
+            return await self._openai().resume(hosted, claimed, check)
         graph = self._registry.get(job.graph)
         if job.call_id == HELD_INPUT_CALL:
             return await self._release_held(claimed, graph, check.next_sequence)
@@ -364,6 +375,14 @@ class Runner:
             outcome.settlement,
         )
         return outcome
+
+    def _openai(self) -> OpenAIRunner:
+        """Where OpenAI Agents SDK runs go: the same runs, lock and queue, the SDK's loop."""
+        # Function-local: only a registry holding an SDK agent gets here, and only then is
+        # the SDK imported.
+        from graphs.openai_host.runner import OpenAIRunner
+
+        return OpenAIRunner(deps=self._registry.deps, runs=self._runs, transient=self._transient)
 
     async def _hold(
         self,

@@ -1,0 +1,432 @@
+"""An OpenAI Agents SDK agent under governance: its function tools ask the engine.
+
+``OpenAIHost`` governs every function tool of the agent, and of the agents it reaches through
+``Agent.as_tool()`` and handoffs, in place:
+
+- ``needs_approval`` becomes the engine's question: the call's ``pre_tool_call`` is emitted
+  through the run's governance (its policy files, and the tool's own ``needs_approval``, bool
+  or function, as an escalation). An escalation records the approval request (the resolver of
+  the LangGraph host, keyed by run, call id and content identity) and answers ``True``: the SDK
+  pauses the run with the call in its ``interruptions``.
+- ``on_invoke_tool`` asks again before the call runs, and the answer comes from the database
+  (the decision stored for this exact call), not from the ``RunState``: a state that says
+  "approved" without a stored approval runs nothing. An allowed call runs once, through the
+  execution ledger (idempotency key from run and call id; a crash mid-call is
+  ``outcome_unknown`` and never retried).
+
+Edits are refused for these tools (the SDK has no edit decision): their requests offer approve
+and reject only. ``always_approve`` is never used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+from agent_hooks import AgentHooksCoreError, InterceptionBlocked, Verdict
+from agents import Agent, FunctionTool, RunContextWrapper
+from agents.tool_context import ToolContext
+from agents.util._approvals import evaluate_needs_approval_setting
+
+from approvals.identity import call_identity, idempotency_key
+from approvals.model import ApprovalRequest, Decision, DecisionKind, ExecutionStatus
+from approvals.ports import NewRequest
+from graphs.deps import GraphDeps
+from graphs.governance import ApprovalSlot, Governance, Session
+from graphs.resolver import ANSWERED_BY_APPROVER, EDITED_BY_APPROVER
+from graphs.tools import ToolCall
+
+#: The decisions an OpenAI-SDK call offers: the SDK can approve or reject a call, not edit it.
+OFFERED = ("approve", "reject")
+
+
+@dataclass(frozen=True)
+class OpenAIAgent:
+    """What a registry entry names to register an ``agents.Agent`` with its own governance
+    (policy files); a bare ``agents.Agent`` is governed by its tools' ``needs_approval``."""
+
+    agent: Agent[Any]
+    governance: Governance | None = None
+    max_turns: int = 10
+
+
+class NeedsApproval:
+    """At ``pre_tool_call``, a call whose tool's ``needs_approval`` said yes is a liftable
+    deny (escalate), as ``EscalateSensitiveTools`` does for a sensitive governed tool."""
+
+    def intercept(self, context: dict[str, Any], /) -> Verdict:
+        if context.get("interception_point") != "pre_tool_call":
+            return Verdict.allow()
+        tool = ((context.get("extensions") or {}).get("approvals") or {}).get("tool") or {}
+        if tool.get("needs_approval") is True:
+            name = context.get("tool_call", {}).get("name")
+            return Verdict.escalate(reason="needs_approval", message=f"{name} needs approval")
+        return Verdict.allow()
+
+
+class OpenAIHost:
+    """A registered OpenAI-SDK agent: the agent (its tools governed), its governance."""
+
+    def __init__(self, name: str, found: Agent[Any] | OpenAIAgent) -> None:
+        given = found if isinstance(found, OpenAIAgent) else OpenAIAgent(found)
+        self.name = name
+        self.agent: Agent[Any] = given.agent
+        self.max_turns = given.max_turns
+        self.governance = _with_needs_approval(given.governance)
+        for agent in _reachable(self.agent):
+            for tool in agent.tools:
+                if isinstance(tool, FunctionTool) and not isinstance(
+                    tool.on_invoke_tool, _GovernedInvoke
+                ):
+                    _govern(agent, tool)
+
+
+def _with_needs_approval(governance: Governance | None) -> Governance:
+    """The run's governance: the given interceptors (policies) first, so that their approval
+    blocks (approver groups, deadlines) shape a request they escalate, then ``NeedsApproval``."""
+    if governance is None:
+        return Governance(interceptors=[NeedsApproval()], names=["needs_approval"])
+    if governance.emitter is not None:
+        return governance
+    names = list(governance.names) or [
+        f"{type(i).__name__}#{n}" for n, i in enumerate(governance.interceptors)
+    ]
+    return Governance(
+        interceptors=[*governance.interceptors, NeedsApproval()],
+        mode=governance.mode,
+        composition=governance.composition,
+        timeout=governance.timeout,
+        identity_provider=governance.identity_provider,
+        names=[*names, "needs_approval"],
+    )
+
+
+def _reachable(root: Agent[Any]) -> Iterator[Agent[Any]]:
+    """``root`` and every agent it reaches through ``as_tool()`` tools and handoffs."""
+    seen: set[int] = set()
+    stack: list[Any] = [root]
+    while stack:
+        agent = stack.pop()
+        if not isinstance(agent, Agent) or id(agent) in seen:
+            continue
+        seen.add(id(agent))
+        yield agent
+        for tool in agent.tools:
+            nested = getattr(tool, "_agent_instance", None)
+            if nested is not None:
+                stack.append(nested)
+        for handoff in agent.handoffs:
+            stack.append(handoff if isinstance(handoff, Agent) else None)
+
+
+def _govern(agent: Agent[Any], tool: FunctionTool) -> None:
+    own = tool.needs_approval
+    tool.needs_approval = _GovernedApproval(tool, own)
+    tool.on_invoke_tool = _GovernedInvoke(tool, tool.on_invoke_tool, own)
+
+
+class _AwaitingHuman(Exception):
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__(request.id)
+        self.request = request
+
+
+class _HostSlot:
+    """The engine's approval slot for a call, but pausing the SDK's way: instead of
+    ``interrupt()``, ``needs_approval`` answers yes."""
+
+    def __init__(self, inner: ApprovalSlot) -> None:
+        self._inner = inner
+
+    @property
+    def awaiting_human(self) -> bool:
+        return self._inner.awaiting_human
+
+    @property
+    def failed(self) -> bool:
+        return self._inner.failed
+
+    @property
+    def request(self) -> ApprovalRequest | None:
+        found: ApprovalRequest | None = getattr(self._inner, "request", None)
+        return found
+
+    @property
+    def decision(self) -> Decision | None:
+        found: Decision | None = getattr(self._inner, "decision", None)
+        return found
+
+    async def resolve(self, request: Any, /) -> Any:
+        return await self._inner.resolve(request)
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        assert self.request is not None
+        raise _AwaitingHuman(self.request)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Gate:
+    """What the engine answers for one call: run it with ``args``, pause, or answer the model
+    with ``message`` instead."""
+
+    args: dict[str, Any] | None = None
+    pending: ApprovalRequest | None = None
+    message: str | None = None
+
+
+@dataclass(kw_only=True)
+class HostRun:
+    """One invocation of one OpenAI-SDK run: what the governed tools serve."""
+
+    run_id: str
+    thread_id: str
+    principal: str
+    agent_name: str
+    deps: GraphDeps
+    session: Session
+    #: The request each call that paused in this invocation recorded, by call id.
+    requests: dict[str, str] = field(default_factory=dict)
+    #: Successful executions per tool in this invocation (``run.tool_count`` for policies).
+    counts: dict[str, int] = field(default_factory=dict)
+
+    async def gate(
+        self, tool: FunctionTool, call_id: str, args: dict[str, Any], needs: bool
+    ) -> Gate:
+        """``pre_tool_call`` for a call: allowed (maybe transformed), paused on its request,
+        or denied (by a policy or a human)."""
+        name = tool.name
+        try:
+            identity = call_identity(run_id=self.run_id, call_id=call_id, tool=name, args=args)
+        except AgentHooksCoreError as exc:
+            return Gate(message=_error("context_invalid", str(exc)))
+        new = NewRequest(
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            call_id=call_id,
+            tool=name,
+            shown={"tool": name, "description": tool.description, "args": args},
+            args_schema=tool.params_json_schema,
+            identity=identity,
+            reason=None,
+            requested_by=self.principal,
+            expires_at=datetime.now(UTC) + self.deps.request_ttl,
+            allow_edit=False,
+            allowed_decisions=OFFERED,
+        )
+        slot = _HostSlot(self.deps.slot(new))
+        extensions = {
+            "tool": {"needs_approval": needs, "sensitive": needs, "agent": self.agent_name},
+            "tool_count": self.counts.get(name, 0),
+            "tool_counts": dict(self.counts),
+        }
+        ctx = self.session.context(
+            "pre_tool_call", extensions=extensions, call_id=call_id, name=name, args=args
+        )
+        try:
+            outcome = await self.session.emit(ctx, slot)
+        except _AwaitingHuman as waiting:
+            self.requests[call_id] = waiting.request.id
+            return Gate(pending=waiting.request)
+        except InterceptionBlocked as blocked:
+            return Gate(message=_denied(blocked, slot.decision))
+        verdict = outcome.record.verdict
+        if verdict.reason == EDITED_BY_APPROVER:
+            # Not offered (the requests allow no edit); a decision that says so runs nothing.
+            return Gate(message=_error("edit_refused", "edits are not taken for this tool"))
+        target = outcome.target
+        if not isinstance(target, dict):
+            return Gate(message=_error("invalid_arguments", "arguments must be an object"))
+        approved = slot.request if slot.decision is not None else None
+        if approved is not None and approved.identity != call_identity(
+            run_id=self.run_id, call_id=call_id, tool=name, args=target
+        ):
+            return Gate(
+                message=_error(
+                    "approval_mismatch",
+                    "the arguments about to run are not the ones approved; the call was not run",
+                )
+            )
+        return Gate(args=target)
+
+    async def execute_once(
+        self,
+        tool: FunctionTool,
+        call_id: str,
+        args: dict[str, Any],
+        run: Callable[[], Awaitable[Any]],
+    ) -> Any:
+        """Run the call at most once for (run, call id), as the ledger records it."""
+        ledger = self.deps.ledger
+        key = idempotency_key(run_id=self.run_id, call_id=call_id)
+        identity = call_identity(run_id=self.run_id, call_id=call_id, tool=tool.name, args=args)
+        owned, row = await ledger.begin(
+            run_id=self.run_id, call_id=call_id, tool=tool.name, key=key, args_identity=identity
+        )
+        if not owned and row.args_identity != identity:
+            return _error(
+                "call_id_reused",
+                f"call id {call_id!r} already ran with other arguments in this run; this "
+                "call did not run",
+            )
+        if not owned:
+            if row.status is ExecutionStatus.STARTED:
+                # Started and never finished: the process died mid-call. Whether it took
+                # effect is unknown, so it is never run again.
+                row = await ledger.finish(
+                    run_id=self.run_id, call_id=call_id, status=ExecutionStatus.OUTCOME_UNKNOWN
+                )
+            if row.status is ExecutionStatus.SUCCEEDED:
+                return row.result
+            if row.status is ExecutionStatus.FAILED:
+                return _error("tool_failed", row.error or "the tool failed")
+            return _error(
+                "outcome_unknown",
+                "the call started earlier and its outcome was never recorded; it was not run "
+                "again, and an operator must say whether it took effect",
+            )
+        token = _CURRENT_CALL.set(
+            ToolCall(
+                run_id=self.run_id,
+                call_id=call_id,
+                tool=tool.name,
+                idempotency_key=key,
+                principal=self.principal,
+            )
+        )
+        try:
+            result = await run()
+        except Exception as exc:  # the tool's own failure is reported to the model
+            message = f"{type(exc).__name__}: {exc}"[:500]
+            await ledger.finish(
+                run_id=self.run_id, call_id=call_id, status=ExecutionStatus.FAILED, error=message
+            )
+            return _error("tool_failed", message)
+        finally:
+            _CURRENT_CALL.reset(token)
+        await ledger.finish(
+            run_id=self.run_id,
+            call_id=call_id,
+            status=ExecutionStatus.SUCCEEDED,
+            result=_storable(result),
+        )
+        self.counts[tool.name] = self.counts.get(tool.name, 0) + 1
+        return result
+
+
+_CURRENT_RUN: ContextVar[HostRun | None] = ContextVar("approvals_openai_run", default=None)
+_CURRENT_CALL: ContextVar[ToolCall | None] = ContextVar("approvals_openai_call", default=None)
+
+
+def current_call() -> ToolCall:
+    """The call a governed OpenAI-SDK tool is executing: its run, call id and idempotency key
+    (to pass to the system it changes)."""
+    call = _CURRENT_CALL.get()
+    if call is None:
+        raise RuntimeError("no governed call is executing here")
+    return call
+
+
+def current_run() -> HostRun:
+    run = _CURRENT_RUN.get()
+    if run is None:
+        # Fail closed: a governed tool called outside an engine run must neither run nor be
+        # waved through.
+        raise RuntimeError("this agent's tools are governed: run it through the engine")
+    return run
+
+
+def enter(run: HostRun) -> Any:
+    """Make ``run`` the current one (for the SDK's tool callbacks); returns the reset token."""
+    return _CURRENT_RUN.set(run)
+
+
+def leave(token: Any) -> None:
+    _CURRENT_RUN.reset(token)
+
+
+class _GovernedApproval:
+    """A tool's ``needs_approval``, answered by the engine."""
+
+    def __init__(self, tool: FunctionTool, own: Any) -> None:
+        self._tool = tool
+        self._own = own
+
+    async def __call__(
+        self, context: RunContextWrapper[Any], params: dict[str, Any], call_id: str
+    ) -> bool:
+        run = current_run()
+        needs = await evaluate_needs_approval_setting(self._own, context, params, call_id)
+        gate = await run.gate(self._tool, call_id, params, needs)
+        return gate.pending is not None
+
+
+class _GovernedInvoke:
+    """A tool's ``on_invoke_tool``: asks the engine again (the decision is read from the
+    database), then runs the call once through the ledger."""
+
+    def __init__(
+        self, tool: FunctionTool, own: Callable[[ToolContext[Any], str], Any], needs: Any
+    ) -> None:
+        self._tool = tool
+        self._own = own
+        self._needs = needs
+
+    async def __call__(self, context: ToolContext[Any], arguments: str) -> Any:
+        run = current_run()
+        call_id = context.tool_call_id
+        try:
+            args = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return _error("invalid_arguments", "the arguments are not JSON")
+        if not isinstance(args, dict):
+            return _error("invalid_arguments", "the arguments must be a JSON object")
+        needs = await evaluate_needs_approval_setting(self._needs, context, args, call_id)
+        gate = await run.gate(self._tool, call_id, args, needs)
+        if gate.pending is not None:
+            # The RunState says go, the database does not: nothing runs.
+            return _error(
+                "not_approved",
+                f"request {gate.pending.id} has no approval; the call was not run",
+            )
+        if gate.args is None:
+            return gate.message
+        final = gate.args
+
+        async def invoke() -> Any:
+            return await self._own(context, json.dumps(final))
+
+        if getattr(self._tool, "_is_agent_tool", False):
+            # A nested agent: its own function tools go through the ledger one by one; the
+            # nested run itself may pause and resume, so it is not a single execution.
+            return await invoke()
+        return await run.execute_once(self._tool, call_id, final, invoke)
+
+
+def _error(code: str, message: str, **more: Any) -> str:
+    return json.dumps({"error": {"code": code, "message": message, **more}}, sort_keys=True)
+
+
+def _denied(blocked: InterceptionBlocked, decision: Decision | None) -> str:
+    verdict = blocked.result.verdict
+    if (
+        verdict.reason == ANSWERED_BY_APPROVER
+        and decision is not None
+        and decision.kind is DecisionKind.RESPOND
+        and decision.reason is not None
+    ):
+        return decision.reason
+    more = {"decided_by": decision.principal} if decision is not None else {}
+    return _error(verdict.reason or "denied", verdict.message or "the call was not allowed", **more)
+
+
+def _storable(result: Any) -> Any:
+    """The result as the ledger keeps it: JSON as it is, anything else as its text."""
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError):
+        return str(result)
+    return result

@@ -1,0 +1,82 @@
+"""What the OpenAI host needs from storage: where a paused run's ``RunState`` is kept, and
+how a resume re-reads a request's decision. ``storage.openai_runs.PgOpenAIRunStates`` is the
+PostgreSQL adapter; the host finds it in ``GraphDeps.extras`` under ``OPENAI_STATES``."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from graphs.deps import Extra
+
+
+class StoredState(Protocol):
+    """A run's stored ``RunState`` text, its recorded version, the calls it waits on and
+    where it stood when it was stored."""
+
+    @property
+    def state(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def waiting(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def answer(self) -> str | None: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+class StoredDecision(Protocol):
+    """A request as a resume re-reads it from the database, with its decision."""
+
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def state_version(self) -> str | None: ...
+    @property
+    def kind(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def decided_by(self) -> str | None: ...
+
+
+class OpenAIRunStates(Protocol):
+    async def save(
+        self,
+        *,
+        run_id: str,
+        agent: str,
+        state: str,
+        version: str,
+        waiting: tuple[tuple[str, str], ...],
+        status: str,
+        answer: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Store the run's state text and version and where the run stands; bind the
+        pending requests of ``waiting`` (``(call_id, request_id)``) to ``version``."""
+        ...
+
+    async def load(self, run_id: str) -> StoredState | None: ...
+
+    async def decision(self, request_id: str) -> StoredDecision | None: ...
+
+    async def record_refused(
+        self, *, run_id: str, request_id: str, call_id: str, expected: str | None, found: str
+    ) -> None:
+        """Audit a resume refused because the stored state is not the one the run paused
+        with (``run.state_tampered``)."""
+        ...
+
+
+#: Where the host gives the OpenAI runs' state store in ``GraphDeps.extras``.
+OPENAI_STATES: Extra[OpenAIRunStates] = Extra("openai.run_states")
+
+
+def openai_extras(states: OpenAIRunStates) -> dict[str, object]:
+    """``GraphDeps.extras`` that give the OpenAI host ``states``."""
+    return {OPENAI_STATES.name: states}

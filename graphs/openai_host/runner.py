@@ -1,0 +1,353 @@
+"""Starting and resuming OpenAI-SDK runs, under the same thread lock, queue and re-check as
+LangGraph runs (``graphs.runner.Runner`` hands them here).
+
+After every ``Runner.run`` the SDK's ``RunState`` is serialized (``to_json``) and stored in
+PostgreSQL with its version (SHA-256 of the stored text), which the run's pending requests
+carry. A resume (a claimed job, holding the thread's lock) loads the state, refuses it if its
+text no longer hashes to the version its decided request was bound to (audited as
+``run.state_tampered``), re-reads every waiting call's decision from the database, applies it
+with ``state.approve(item)`` or ``state.reject(item, rejection_message=...)`` and runs the agent
+again, which may pause again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from agents import RunConfig, RunState
+from agents import Runner as SDKRunner
+
+from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
+from approvals.json_values import check_inputs
+from approvals.model import JobStatus, ResumeCheck, RunStatus
+from approvals.ports import ClaimedJob, NewRun, Runs
+from graphs.deps import GraphDeps
+from graphs.governance import SessionHolder, record_row
+from graphs.openai_host.host import HostRun, OpenAIHost, enter, leave
+from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates
+from graphs.runner import RunOutcome
+
+log = logging.getLogger("approvals.openai")
+
+MAX_MESSAGE_LENGTH = 20_000
+MAX_INPUT_ITEMS = 200
+#: The interrupt id an OpenAI-SDK pause records on its request: the SDK's call id.
+INTERRUPT_PREFIX = "openai:"
+
+
+def parse_openai_input(value: Any) -> str | list[dict[str, Any]]:
+    """An OpenAI-SDK run's input: ``{"message": "..."}``, or ``{"input": [...]}`` with the
+    SDK's input items (Responses API items, e.g. ``{"role": "user", "content": "..."}``)."""
+    if not isinstance(value, dict):
+        raise InvalidRunInput('input must be a JSON object like {"message": "..."}')
+    unknown = set(value) - {"message", "input"}
+    if unknown:
+        raise InvalidRunInput(
+            f"unknown input field(s): {', '.join(sorted(unknown))} (this agent takes message "
+            "or input)"
+        )
+    if "message" in value and "input" in value:
+        raise InvalidRunInput('give "message" or "input", not both')
+    if "input" in value:
+        items = value["input"]
+        if (
+            not isinstance(items, list)
+            or not items
+            or len(items) > MAX_INPUT_ITEMS
+            or not all(isinstance(i, dict) for i in items)
+        ):
+            raise InvalidRunInput(
+                f'"input" must be a list of 1 to {MAX_INPUT_ITEMS} input items (objects)'
+            )
+        if len(json.dumps(items)) > MAX_MESSAGE_LENGTH * 5:
+            raise InvalidRunInput('"input" is too long')
+        return items
+    message = value.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise InvalidRunInput('"message" must be a non-empty string')
+    if len(message) > MAX_MESSAGE_LENGTH:
+        raise InvalidRunInput(f'"message" is longer than {MAX_MESSAGE_LENGTH} characters')
+    return message
+
+
+def state_version(text: str) -> str:
+    """The version of a stored state: the SHA-256 of its exact text."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class OpenAIRunner:
+    """Runs OpenAI-SDK agents for ``graphs.runner.Runner``."""
+
+    def __init__(
+        self,
+        *,
+        deps: GraphDeps,
+        runs: Runs,
+        transient: Callable[[BaseException], bool] = lambda exc: False,
+    ) -> None:
+        self._deps = deps
+        self._runs = runs
+        self._transient = transient
+
+    @property
+    def _states(self) -> OpenAIRunStates:
+        return self._deps.provided(OPENAI_STATES)
+
+    async def start(
+        self,
+        host: OpenAIHost,
+        input: Any,
+        *,
+        principal: str,
+        thread_id: str | None = None,
+    ) -> RunOutcome:
+        """Start a run of ``host``'s agent; returns when it finishes or pauses."""
+        check_inputs(input=input, thread_id=thread_id, principal=principal)
+        if thread_id is not None and not (0 < len(thread_id) <= 200):
+            raise InvalidRunInput("thread id must be 1 to 200 characters")
+        given = parse_openai_input(input)
+        states = self._states  # before anything is written: a host without the store fails
+        run_id = str(uuid.uuid4())
+        given_thread = thread_id is not None
+        thread_id = thread_id or run_id
+
+        async def refuse_if_waiting() -> None:
+            last = await self._runs.latest_on_thread(thread_id)
+            if last is not None and last.status is RunStatus.WAITING:
+                raise ThreadBusy(thread_id)
+
+        kept = {"message": given} if isinstance(given, str) else {"input": given}
+        new = NewRun(
+            run_id=run_id, thread_id=thread_id, graph=host.name, started_by=principal, input=kept
+        )
+        async with self._runs.begin(new, check=refuse_if_waiting if given_thread else None) as run:
+            holder = SessionHolder()
+            try:
+                outcome = await self._step(
+                    host, given, run_id, thread_id, principal, holder, states, {}
+                )
+            except DatabaseUnavailable as exc:
+                # Nothing retries a start: it fails, visibly.
+                outcome = RunOutcome(
+                    run_id=run_id,
+                    thread_id=thread_id,
+                    status=RunStatus.FAILED,
+                    error=str(exc)[:1000],
+                )
+            outcome = await _ended(holder, outcome)
+            run.settle(outcome.settlement)
+        return outcome
+
+    async def resume(
+        self, host: OpenAIHost, claimed: ClaimedJob, check: ResumeCheck
+    ) -> RunOutcome | None:
+        """Resume the run of a claimed job (the caller holds the thread's lock)."""
+        job = claimed.job
+        states = self._states
+        stored = await states.load(job.run_id)
+        if stored is None:
+            await claimed.complete(JobStatus.FAILED, "the run has no stored state")
+            return None
+        waiting = {call_id: request_id for call_id, request_id in stored.waiting}
+        decided = await states.decision(job.request_id)
+        found = state_version(stored.state)
+        bound = decided.state_version if decided is not None else None
+        pending_here = job.request_id in waiting.values()
+        if found != stored.version or (pending_here and bound != stored.version):
+            # The state is not the one the run paused with: someone changed it where it is
+            # kept. Nothing of it runs; the run fails and the audit log says why.
+            call_id = decided.call_id if decided is not None else job.call_id
+            await states.record_refused(
+                run_id=job.run_id,
+                request_id=job.request_id,
+                call_id=call_id,
+                expected=bound or stored.version,
+                found=found,
+            )
+            error = "the stored run state was altered: the resume was refused"
+            log.error("run %s: %s", job.run_id, error, extra={"run_id": job.run_id})
+            failed = RunOutcome(
+                run_id=job.run_id,
+                thread_id=job.thread_id,
+                status=RunStatus.FAILED,
+                error=error,
+            )
+            await claimed.complete(JobStatus.FAILED, error, failed.settlement)
+            return failed
+        if not pending_here:
+            # Already resumed (a sibling call's job, or a worker that died after storing the
+            # state): settle the run from where the stored state stands, so it never stays
+            # "waiting".
+            settled = RunOutcome(
+                run_id=job.run_id,
+                thread_id=job.thread_id,
+                status=RunStatus(stored.status),
+                answer=stored.answer,
+                error=stored.error,
+                waiting_on=tuple((r, INTERRUPT_PREFIX + c) for c, r in stored.waiting),
+            )
+            await claimed.complete(JobStatus.SKIPPED, "already resumed", settled.settlement)
+            return None
+        state: RunState[Any, Any] = await RunState.from_json(host.agent, json.loads(stored.state))
+        applied = 0
+        for item in state.get_interruptions():
+            found_id = _call_id(item)
+            request_id = waiting.get(found_id) if found_id is not None else None
+            if request_id is None:
+                continue
+            decision = await states.decision(request_id)
+            if decision is None or decision.status == "pending":
+                continue
+            if decision.status in ("approved", "answered"):
+                # Never ``always_approve``: every call is decided on its own.
+                state.approve(item)
+            else:
+                state.reject(item, rejection_message=_rejection(decision))
+            applied += 1
+        if applied == 0:
+            await claimed.complete(JobStatus.SKIPPED, "no decision to apply")
+            return None
+        run = await self._runs.get(job.run_id)
+        holder = SessionHolder(first_sequence=check.next_sequence)
+        outcome = await self._step(
+            host,
+            state,
+            job.run_id,
+            job.thread_id,
+            run.started_by if run is not None else "",
+            holder,
+            states,
+            waiting,
+        )
+        outcome = await _ended(holder, outcome)
+        await claimed.complete(
+            JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
+            outcome.error,
+            outcome.settlement,
+        )
+        return outcome
+
+    async def _step(
+        self,
+        host: OpenAIHost,
+        given: Any,
+        run_id: str,
+        thread_id: str,
+        principal: str,
+        holder: SessionHolder,
+        states: OpenAIRunStates,
+        waiting: dict[str, str],
+    ) -> RunOutcome:
+        """Run the agent from ``given`` (the input, or a decided state) until it finishes or
+        pauses, and store where it stands."""
+        session = holder.get(host.governance, graph=host.name, run_id=run_id, principal=principal)
+        current = HostRun(
+            run_id=run_id,
+            thread_id=thread_id,
+            principal=principal,
+            agent_name=host.name,
+            deps=self._deps,
+            session=session,
+        )
+        token = enter(current)
+        try:
+            result = await SDKRunner.run(
+                host.agent,
+                given,
+                max_turns=host.max_turns,
+                run_config=RunConfig(tracing_disabled=True, workflow_name=host.name),
+            )
+        except Exception as exc:  # a host failure stops the run, visibly
+            if isinstance(exc, DatabaseUnavailable) or self._transient(exc):
+                raise DatabaseUnavailable(f"{type(exc).__name__}: {exc}") from exc
+            log.exception("run %s failed", run_id, extra={"run_id": run_id})
+            return RunOutcome(
+                run_id=run_id,
+                thread_id=thread_id,
+                status=RunStatus.FAILED,
+                error=f"{type(exc).__name__}: {exc}"[:1000],
+            )
+        finally:
+            leave(token)
+        text = json.dumps(result.to_state().to_json(), sort_keys=True, separators=(",", ":"))
+        version = state_version(text)
+        paused: list[tuple[str, str]] = []
+        unrecorded: list[str] = []
+        for item in result.interruptions:
+            call_id = _call_id(item) or "?"
+            request_id = current.requests.get(call_id) or waiting.get(call_id)
+            if request_id is None:
+                unrecorded.append(call_id)
+            else:
+                paused.append((call_id, request_id))
+        outcome = RunOutcome(run_id=run_id, thread_id=thread_id, status=RunStatus.COMPLETED)
+        if unrecorded:
+            # The SDK paused on a call the engine recorded no request for (its arguments
+            # could not be read, or a policy failed): nobody could ever decide it.
+            outcome = dataclasses.replace(
+                outcome,
+                status=RunStatus.FAILED,
+                error=(
+                    f"the agent paused on call(s) {', '.join(unrecorded)} with no approval "
+                    "request: nothing can decide them"
+                )[:1000],
+            )
+        elif paused:
+            outcome = dataclasses.replace(
+                outcome,
+                status=RunStatus.WAITING,
+                waiting_on=tuple((r, INTERRUPT_PREFIX + c) for c, r in paused),
+            )
+        else:
+            final = result.final_output
+            answer = final if isinstance(final, str) else None
+            if final is not None and answer is None:
+                answer = json.dumps(_plain(final), sort_keys=True, default=str)
+            outcome = dataclasses.replace(outcome, answer=answer)
+        await states.save(
+            run_id=run_id,
+            agent=host.name,
+            state=text,
+            version=version,
+            waiting=tuple(paused),
+            status=outcome.status.value,
+            answer=outcome.answer,
+            error=outcome.error,
+        )
+        return outcome
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def _call_id(item: Any) -> str | None:
+    raw = item.raw_item
+    found = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    return found if isinstance(found, str) else None
+
+
+def _rejection(decision: Any) -> str:
+    """What the model is told about a rejected (or expired) call: who rejected it and why."""
+    if decision.status == "expired":
+        return "The call was not run: its approval request expired."
+    who = decision.decided_by or "an approver"
+    reason = f": {decision.reason}" if decision.reason else ""
+    return f"The call was rejected by {who}{reason}"
+
+
+async def _ended(holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
+    """The outcome with the session's records; ``agent_shutdown`` when the run ended."""
+    session = holder.session
+    if session is None:
+        return outcome
+    if outcome.status is not RunStatus.WAITING:
+        await session.shutdown("completed" if outcome.status is RunStatus.COMPLETED else "error")
+    return dataclasses.replace(outcome, records=tuple(record_row(r) for r in session.records()))

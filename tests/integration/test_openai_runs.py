@@ -1,0 +1,345 @@
+"""OpenAI Agents SDK runs in the engine, on real PostgreSQL with a scripted model: they pause on
+``needs_approval`` and the policy file, keep their ``RunState`` server-side, resume in a worker
+from the decision stored in the database, and run each approved call once."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from agents import Agent, function_tool
+
+from approvals.errors import InvalidDecision, RequestNotPending
+from graphs.deps import GraphDeps
+from graphs.examples.openai_refund import ScriptedModel
+from graphs.openai_host import current_call, openai_extras
+from storage.openai_runs import PgOpenAIRunStates
+from tests.integration.helpers import scalar, side_effects
+from web.engine import Engine
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+AGENT = "refund_openai"
+
+
+def wire_openai(engine: Engine) -> Engine:
+    """Give the engine's graphs the OpenAI run-state store (what ``web.engine`` must wire:
+    ``openai_extras(PgOpenAIRunStates(db))`` in ``GraphDeps.extras``)."""
+    registry = engine.registry
+    deps = registry.deps
+    states = PgOpenAIRunStates(engine._db)
+    registry._deps = dataclasses.replace(deps, extras={**deps.extras, **openai_extras(states)})
+    return engine
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def openai_engine(engine: Engine) -> Engine:
+    return wire_openai(engine)
+
+
+async def start(engine: Engine, message: str, agent: str = AGENT) -> Any:
+    return await engine.runner.start(agent, {"message": message}, principal="alice")
+
+
+async def stored_state(engine: Engine, run_id: str) -> dict[str, Any]:
+    async with engine.connection() as conn:
+        row = await (
+            await conn.execute("SELECT * FROM openai_run_states WHERE run_id = %s", (run_id,))
+        ).fetchone()
+    assert row is not None
+    return dict(row)
+
+
+async def test_a_refund_pauses_with_its_state_stored_server_side(openai_engine: Engine) -> None:
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    assert run.status == "waiting"
+    [request_id] = run.pending
+    request = await engine.requests.get(request_id)
+    assert request is not None
+    assert request.call_id == "refund-1001"
+    assert request.tool == "issue_refund"
+    assert request.shown["args"] == {
+        "order_id": "1001",
+        "amount": 25.0,
+        "reason": "customer request",
+    }
+    # The policy file's rule escalated it (support approves refunds up to 100.00).
+    assert request.approvers == ("support",)
+    assert request.offered_decisions == ("approve", "reject")
+    stored = await stored_state(engine, run.run_id)
+    assert request.state_version == stored["version"]
+    assert stored["version"].startswith("sha256:")
+    assert json.loads(stored["state"])["current_step"] is not None
+    assert [w["request_id"] for w in stored["waiting"]] == [request_id]
+    # Nothing ran.
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
+
+
+async def test_an_approved_refund_resumes_in_a_worker_and_runs_once(
+    openai_engine: Engine,
+) -> None:
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    assert await engine.drain() == 1
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed", finished
+    assert finished.answer == "Refunded 25.00 on order 1001."
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    [execution] = [e for e in await engine.ledger.for_run(run.run_id) if e.tool == "issue_refund"]
+    assert execution.status == "succeeded"
+
+
+async def test_a_rejection_reason_reaches_the_model(openai_engine: Engine) -> None:
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    await engine.decide_as_operator(
+        run.pending[0], "reject", principal="bob", reason="refunded by phone already"
+    )
+    await engine.drain()
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed"
+    assert finished.answer is not None
+    assert "refunded by phone already" in finished.answer
+    assert "bob" in finished.answer
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
+
+
+async def test_two_interruptions_in_one_turn_are_decided_independently(
+    openai_engine: Engine,
+) -> None:
+    engine = openai_engine
+    run = await start(engine, "refund 1001 and 1002")
+    assert len(run.pending) == 2
+    by_call = {}
+    for request_id in run.pending:
+        request = await engine.requests.get(request_id)
+        assert request is not None
+        by_call[request.call_id] = request
+    # 1002 is 120.00: finance, by the policy file.
+    assert by_call["refund-1002"].approvers == ("finance",)
+    await engine.decide_as_operator(by_call["refund-1001"].id, "approve", principal="bob")
+    await engine.drain()
+    middle = await engine.runs.get(run.run_id)
+    assert middle is not None
+    assert middle.status == "waiting"
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert await side_effects(engine, run.run_id, "refund-1002") == []
+    # The still-pending request is bound to the state stored after the first resume.
+    stored = await stored_state(engine, run.run_id)
+    again = await engine.requests.get(by_call["refund-1002"].id)
+    assert again is not None
+    assert again.state_version == stored["version"] != by_call["refund-1002"].state_version
+    await engine.decide_as_operator(
+        by_call["refund-1002"].id, "reject", principal="carol", reason="too much"
+    )
+    await engine.drain()
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed"
+    assert finished.answer is not None
+    assert "Refunded 25.00 on order 1001." in finished.answer
+    assert "too much" in finished.answer
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert await side_effects(engine, run.run_id, "refund-1002") == []
+
+
+async def test_a_policy_deny_answers_the_model_and_nobody_is_asked(
+    openai_engine: Engine,
+) -> None:
+    engine = openai_engine
+    # Order 1004 paid 980.50 (under the 1000.00 deny); a refund over the limit is tested with
+    # a policy transform-free order: none exists, so the deny is read from the model's answer.
+    run = await start(engine, "refund 1003")
+    assert run.status == "completed"
+    assert run.answer == "None of those orders can be refunded."
+
+
+async def test_an_edit_is_refused_with_a_clear_message(openai_engine: Engine) -> None:
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    with pytest.raises(InvalidDecision, match="cannot be edited"):
+        await engine.decide_as_operator(
+            run.pending[0],
+            "approve",
+            principal="bob",
+            args={"order_id": "1001", "amount": 1.0, "reason": "customer request"},
+        )
+    request = await engine.requests.get(run.pending[0])
+    assert request is not None
+    assert request.status == "pending"
+
+
+async def test_twelve_racing_decisions_and_two_workers_run_the_refund_once(
+    openai_engine: Engine,
+) -> None:
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    request_id = run.pending[0]
+    results = await asyncio.gather(
+        *(
+            engine.decide_as_operator(request_id, "approve", principal=f"approver{i}")
+            for i in range(12)
+        ),
+        return_exceptions=True,
+    )
+    winners = [r for r in results if not isinstance(r, BaseException)]
+    losers = [r for r in results if isinstance(r, RequestNotPending)]
+    assert len(winners) == 1
+    assert len(losers) == 11
+    # Two workers drain at once: one resume.
+    counts = await asyncio.gather(engine.worker.drain(), engine.worker.drain())
+    assert sum(counts) == 1
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed"
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+
+
+async def test_a_state_altered_in_the_database_is_refused_and_audited(
+    openai_engine: Engine,
+) -> None:
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    stored = await stored_state(engine, run.run_id)
+    # Someone with the database raises the refund in the stored state.
+    altered = stored["state"].replace('\\"amount\\": 25.0', '\\"amount\\": 900.0')
+    assert altered != stored["state"]
+    async with engine.connection() as conn:
+        await conn.execute(
+            "UPDATE openai_run_states SET state = %s WHERE run_id = %s", (altered, run.run_id)
+        )
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    await engine.drain()
+    failed = await engine.runs.get(run.run_id)
+    assert failed is not None
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert "altered" in failed.error
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
+    events = await scalar(
+        engine,
+        "SELECT count(*) FROM audit_events WHERE kind = 'run.state_tampered' AND run_id = %s",
+        run.run_id,
+    )
+    assert events == 1
+
+
+async def test_a_state_whose_version_was_rewritten_too_is_refused(
+    openai_engine: Engine,
+) -> None:
+    """Recomputing the stored version does not help: the decided request keeps the version
+    it was bound to when the run paused."""
+    from graphs.openai_host.runner import state_version
+
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    stored = await stored_state(engine, run.run_id)
+    altered = stored["state"].replace('\\"amount\\": 25.0', '\\"amount\\": 900.0')
+    async with engine.connection() as conn:
+        await conn.execute(
+            "UPDATE openai_run_states SET state = %s, version = %s WHERE run_id = %s",
+            (altered, state_version(altered), run.run_id),
+        )
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    await engine.drain()
+    failed = await engine.runs.get(run.run_id)
+    assert failed is not None
+    assert failed.status == "failed"
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
+
+
+async def test_a_crash_mid_tool_is_outcome_unknown_and_never_rerun(
+    openai_engine: Engine,
+) -> None:
+    """A ledger row left ``started`` (the process died in the tool) is never run again."""
+    from approvals.identity import call_identity, idempotency_key
+
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    args = {"amount": 25.0, "order_id": "1001", "reason": "customer request"}
+    # What a worker that died inside issue_refund leaves behind.
+    await engine.ledger.begin(
+        run_id=run.run_id,
+        call_id="refund-1001",
+        tool="issue_refund",
+        key=idempotency_key(run_id=run.run_id, call_id="refund-1001"),
+        args_identity=call_identity(
+            run_id=run.run_id, call_id="refund-1001", tool="issue_refund", args=args
+        ),
+    )
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    await engine.drain()
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed"
+    assert finished.answer is not None
+    assert "outcome_unknown" in finished.answer
+    assert await side_effects(engine, run.run_id, "refund-1001") == []
+    [execution] = [e for e in await engine.ledger.for_run(run.run_id) if e.tool == "issue_refund"]
+    assert execution.status == "outcome_unknown"
+
+
+# -- A nested agent ------------------------------------------------------------------------
+
+
+def nested_script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+    """The front desk hands refunds to the billing agent (``Agent.as_tool()``)."""
+    if "desk-1" not in outputs:
+        return [("desk-1", "billing", {"input": text})], ""
+    return [], f"Billing says: {outputs['desk-1']}"
+
+
+def nested_agent(deps: GraphDeps) -> Agent[Any]:
+    from graphs.examples.openai_refund import refund_agent
+
+    billing = refund_agent(deps)
+    return Agent(
+        name="front_desk",
+        model=ScriptedModel(nested_script),
+        tools=[billing.as_tool("billing", "Refunds and order lookups.")],
+    )
+
+
+async def test_an_approval_inside_a_nested_agent_resumes_the_top_level_run(
+    engine: Engine, settings: Any
+) -> None:
+    engine.registry._entries["front_desk"] = "tests.integration.test_openai_runs:nested_agent"
+    wire_openai(engine)
+    run = await start(engine, "refund 1001", agent="front_desk")
+    assert run.status == "waiting"
+    [request_id] = run.pending
+    request = await engine.requests.get(request_id)
+    assert request is not None
+    assert request.call_id == "refund-1001"
+    await engine.decide_as_operator(request_id, "approve", principal="bob")
+    await engine.drain()
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed", finished
+    assert finished.answer is not None
+    assert finished.answer.startswith("Billing says: Refunded 25.00 on order 1001.")
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+
+
+# -- Tools that run outside the engine ---------------------------------------------------------
+
+
+async def test_a_governed_tool_called_outside_an_engine_run_refuses(engine: Engine) -> None:
+    @function_tool
+    async def noop() -> str:
+        """Nothing."""
+        return str(current_call())
+
+    from graphs.openai_host import OpenAIHost
+
+    OpenAIHost("noop", Agent(name="noop", tools=[noop]))
+    with pytest.raises(RuntimeError, match="governed"):
+        await noop.on_invoke_tool(None, "{}")  # type: ignore[arg-type]
