@@ -23,7 +23,7 @@ from approvals.errors import (
 from approvals.identity import call_identity
 from approvals.json_values import check_inputs
 from approvals.model import ApprovalRequest, Decision, DecisionKind, Verdict, Vote
-from approvals.ports import ApprovalRequests, Decisions
+from approvals.ports import ApprovalRequests, Decisions, RequestCheck
 from approvals.redaction import check_edit, visible_errors
 
 MAX_REASON_LENGTH = 2000
@@ -93,6 +93,8 @@ async def decide(
     args: dict[str, Any] | None = None,
     recheck: EditRecheck | None = None,
     message: str | None = None,
+    check: RequestCheck | None = None,
+    override_by: str | None = None,
 ) -> Decision | Vote:
     """Decide one pending call as ``principal``.
 
@@ -103,6 +105,10 @@ async def decide(
     ``respond`` (ask-a-human tools) takes ``message``, the answer the model receives in place of
     the tool's result; the tool never runs. Each decision is refused unless the request offers
     it (``allowed_decisions``).
+
+    ``check`` (the approver rules, for a decider who signed in) is applied in the transaction
+    that consumes the request, to the request as it stands then; ``override_by`` records an
+    operator's override instead (see ``Decisions.decide``).
 
     Raises ``InvalidRequestId`` (malformed), ``RequestNotFound`` (unknown),
     ``RequestNotPending`` (decided, expired or superseded; also when another decider won a
@@ -154,6 +160,8 @@ async def decide(
             reason=message,
             args=None,
             args_identity=None,
+            check=check,
+            override_by=override_by,
         )
     if verdict is Verdict.REJECT and "reject" not in request.allowed_decisions:
         raise InvalidDecision(canonical, _not_offered(request, "rejected"))
@@ -198,4 +206,6 @@ async def decide(
         reason=reason,
         args=args if kind is DecisionKind.EDIT else None,
         args_identity=args_identity if kind is DecisionKind.EDIT else None,
+        check=check,
+        override_by=override_by,
     )

@@ -1,23 +1,50 @@
 """The engine's error hierarchy: one base, subclasses carry the ids they are about.
 
-The CLI and the web app map these to exit codes and HTTP statuses in one place each.
+Each error has a ``category`` (what kind of refusal it is); the web app derives its HTTP
+status from it in ``web.errors`` and the CLI its exit code in ``web.cli.command``, one place
+each.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import Any, ClassVar
+
+
+class Category(enum.StrEnum):
+    """What kind of refusal an error is, whatever face reports it."""
+
+    #: The input can never succeed as given (malformed, out of bounds, refused by a rule).
+    INVALID = "invalid"
+    #: It names nothing (or nothing the caller may see).
+    NOT_FOUND = "not_found"
+    #: It was valid, but the state it meets no longer allows it (decided, ended, taken).
+    CONFLICT = "conflict"
+    #: The caller may see it but not do this.
+    FORBIDDEN = "forbidden"
+    #: Something it needs (the database) cannot be reached; retry later.
+    UNAVAILABLE = "unavailable"
+    #: The engine itself cannot do it as configured or as stored (a broken graph, a forged
+    #: anchor): an operator's matter, not the caller's.
+    FAILURE = "failure"
 
 
 class ApprovalsError(Exception):
     """Base of every error the engine raises on purpose."""
 
+    category: ClassVar[Category] = Category.FAILURE
+
 
 class ConfigurationError(ApprovalsError):
     """The engine is configured in a way it cannot run with."""
 
+    category = Category.FAILURE
+
 
 class InvalidRequestId(ApprovalsError):
     """A request id that the engine could never have issued (malformed or forged)."""
+
+    category = Category.INVALID
 
     def __init__(self, value: str) -> None:
         self.value = value
@@ -27,6 +54,8 @@ class InvalidRequestId(ApprovalsError):
 class RequestNotFound(ApprovalsError):
     """A well-formed request id that names no request."""
 
+    category = Category.NOT_FOUND
+
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
         super().__init__(f"approval request {request_id} does not exist")
@@ -34,6 +63,8 @@ class RequestNotFound(ApprovalsError):
 
 class RequestNotPending(ApprovalsError):
     """The request exists but can no longer be decided (decided, expired, superseded)."""
+
+    category = Category.CONFLICT
 
     def __init__(self, request_id: str, status: str) -> None:
         self.request_id = request_id
@@ -43,6 +74,8 @@ class RequestNotPending(ApprovalsError):
 
 class InvalidDecision(ApprovalsError):
     """A decision that is malformed: unknown verdict, missing reason, args on a reject."""
+
+    category = Category.INVALID
 
     def __init__(self, request_id: str, detail: str) -> None:
         self.request_id = request_id
@@ -75,6 +108,8 @@ class ShownCopyChanged(RequestNotPending):
 class EditedArgumentsInvalid(ApprovalsError):
     """Arguments edited by an approver fail the tool's schema."""
 
+    category = Category.INVALID
+
     def __init__(self, request_id: str, errors: list[dict[str, Any]]) -> None:
         self.request_id = request_id
         self.errors = errors
@@ -85,6 +120,8 @@ class EditedArgumentsInvalid(ApprovalsError):
 class InvalidRunId(ApprovalsError):
     """A run id that the engine could never have issued."""
 
+    category = Category.INVALID
+
     def __init__(self, value: str) -> None:
         self.value = value
         super().__init__(f"not a valid run id: {value[:80]!r}")
@@ -93,6 +130,8 @@ class InvalidRunId(ApprovalsError):
 class RunNotFound(ApprovalsError):
     """A run id that names no run."""
 
+    category = Category.NOT_FOUND
+
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"run {run_id} does not exist")
@@ -100,6 +139,8 @@ class RunNotFound(ApprovalsError):
 
 class GraphNotFound(ApprovalsError):
     """A graph name that the registry does not know."""
+
+    category = Category.NOT_FOUND
 
     def __init__(self, name: str, known: list[str]) -> None:
         self.name = name
@@ -110,6 +151,8 @@ class GraphNotFound(ApprovalsError):
 class GraphLoadError(ApprovalsError):
     """A registry entry that cannot be imported or does not build a graph."""
 
+    category = Category.FAILURE
+
     def __init__(self, name: str, target: str, detail: str) -> None:
         self.name = name
         self.target = target
@@ -118,6 +161,8 @@ class GraphLoadError(ApprovalsError):
 
 class InvalidRunInput(ApprovalsError):
     """Input for a run that the graph cannot accept."""
+
+    category = Category.INVALID
 
     def __init__(self, detail: str) -> None:
         self.detail = detail
@@ -129,6 +174,8 @@ class InvalidValue(ApprovalsError):
     surrogate, NaN or Infinity, an integer beyond 2^53 - 1, something that is not JSON, or
     nesting too deep (the rules are in ``approvals.json_values``)."""
 
+    category = Category.INVALID
+
     def __init__(self, field: str, problem: str) -> None:
         self.field = field
         self.problem = problem
@@ -138,6 +185,8 @@ class InvalidValue(ApprovalsError):
 class ThreadBusy(ApprovalsError):
     """A thread whose earlier run still waits for decisions cannot take new input."""
 
+    category = Category.CONFLICT
+
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         super().__init__(f"thread {thread_id!r} has a run waiting for decisions; decide it first")
@@ -146,6 +195,8 @@ class ThreadBusy(ApprovalsError):
 class DatabaseUnavailable(ApprovalsError):
     """The database cannot be reached or refused the connection."""
 
+    category = Category.UNAVAILABLE
+
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(f"database unavailable: {detail}")
@@ -153,6 +204,8 @@ class DatabaseUnavailable(ApprovalsError):
 
 class AccountExists(ApprovalsError):
     """A local account or API token of that name already exists."""
+
+    category = Category.CONFLICT
 
     def __init__(self, kind: str, name: str) -> None:
         self.kind = kind
@@ -163,10 +216,14 @@ class AccountExists(ApprovalsError):
 class InvalidAccount(ApprovalsError):
     """A name, password or group list that cannot make an account or token."""
 
+    category = Category.INVALID
+
 
 class NotAllowed(ApprovalsError):
     """The principal may see this request but not decide it (separation of duties, or not in
     the approver groups that may decide it)."""
+
+    category = Category.FORBIDDEN
 
     def __init__(self, request_id: str, why: str) -> None:
         self.request_id = request_id
@@ -174,9 +231,23 @@ class NotAllowed(ApprovalsError):
         super().__init__(f"you may not decide request {request_id}: {why}")
 
 
+class RunNotAllowed(ApprovalsError):
+    """The principal may see this run (or thread) but not act on it: only the run's starter or
+    an operator may cancel it, or add to its thread."""
+
+    category = Category.FORBIDDEN
+
+    def __init__(self, subject: str, why: str) -> None:
+        self.subject = subject
+        self.why = why
+        super().__init__(why)
+
+
 class AlreadyVoted(ApprovalsError):
     """This person already approved a request that needs more approvers (through this principal
     or another of theirs: a person's token and web account are one approver)."""
+
+    category = Category.CONFLICT
 
     def __init__(self, request_id: str, earlier: str | None = None) -> None:
         self.request_id = request_id
@@ -191,6 +262,8 @@ class AlreadyVoted(ApprovalsError):
 class RunEnded(ApprovalsError):
     """The run is over (completed, blocked, failed or cancelled): it cannot be cancelled."""
 
+    category = Category.CONFLICT
+
     def __init__(self, run_id: str, status: str) -> None:
         self.run_id = run_id
         self.status = status
@@ -202,6 +275,8 @@ class RuntimeRoleRefused(ApprovalsError):
     or it could alter, disable or drop what it would be given (an owner, a member of one, a
     superuser)."""
 
+    category = Category.INVALID
+
     def __init__(self, role: str, reason: str) -> None:
         self.role = role
         self.reason = reason
@@ -211,6 +286,8 @@ class RuntimeRoleRefused(ApprovalsError):
 class AnchorInvalid(ApprovalsError):
     """An audit anchor this engine did not write as it stands: forged, edited, reordered, or
     signed with another key."""
+
+    category = Category.FAILURE
 
     def __init__(self, source: str, line: int, reason: str) -> None:
         self.source = source

@@ -82,6 +82,11 @@ class ApprovalRequests(Protocol):
         ...
 
 
+#: Judges whether the decider may decide the request as it stands when it is consumed (under
+#: its row lock): raises ``RequestNotFound`` (it may not see it) or ``NotAllowed``.
+RequestCheck = Callable[[ApprovalRequest], None]
+
+
 class Decisions(Protocol):
     async def decide(
         self,
@@ -92,9 +97,15 @@ class Decisions(Protocol):
         reason: str | None,
         args: dict[str, Any] | None,
         args_identity: str | None,
+        check: RequestCheck | None = None,
+        override_by: str | None = None,
     ) -> Decision | Vote:
         """Consume a pending request in one transaction: the conditional update, the decision,
         the audit event and the resume job. Raises ``RequestNotFound`` or ``RequestNotPending``.
+
+        ``check`` runs in that transaction, on the request read under its row lock, before
+        anything is written: what it raises refuses the decision. ``override_by`` marks an
+        operator's override (the console deciding in ``principal``'s name) in the audit event.
 
         A request whose quorum is more than one is consumed by a rejection, or by the approval
         that completes its quorum; an approval before that is a ``Vote`` (one per principal:

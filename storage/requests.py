@@ -14,8 +14,8 @@ from approvals.errors import (
 )
 from approvals.identity import shown_digest
 from approvals.model import ApprovalRequest, Decision, DecisionKind, RequestStatus, Vote
-from approvals.ports import NewRequest
-from storage.db import Database, json
+from approvals.ports import NewRequest, RequestCheck
+from storage.db import Connection, Database, json
 
 _STATUS_OF_KIND = {
     DecisionKind.APPROVE: RequestStatus.APPROVED,
@@ -153,6 +153,8 @@ class PgDecisions:
         reason: str | None,
         args: dict[str, Any] | None,
         args_identity: str | None,
+        check: RequestCheck | None = None,
+        override_by: str | None = None,
     ) -> Decision | Vote:
         params = {
             "id": str(uuid.uuid4()),
@@ -164,70 +166,80 @@ class PgDecisions:
             "args": json(args) if args is not None else None,
             "args_identity": args_identity,
             "quorum_met": False,
+            "override_by": override_by,
         }
-        row = await self._db.one("decide", params)
-        if row is not None:
-            return Decision.from_row(row)
-        state = await self._db.one("request_status", {"id": request_id})
-        if state is None:
-            raise RequestNotFound(request_id)
-        live = state["status"] == RequestStatus.PENDING and not state["expired"]
-        if live and state["quorum"] > 1 and kind is not DecisionKind.REJECT:
-            if kind is DecisionKind.EDIT:
-                raise InvalidDecision(
-                    request_id,
-                    f"this request needs {state['quorum']} approvers, so its arguments cannot "
-                    "be edited; approve or reject them as shown",
-                )
-            if kind is DecisionKind.RESPOND:
-                raise InvalidDecision(
-                    request_id,
-                    f"this request needs {state['quorum']} approvers, so it cannot be "
-                    "answered in the tool's place; approve or reject it",
-                )
-            return await self._vote(params)
+        async with self._db.transaction() as conn:
+            if check is not None:
+                # Who may decide is read under the request's row lock, in the transaction
+                # that consumes it: an escalation (new approver groups) either committed before
+                # and is judged here, or waits until this decision is made.
+                locked = await self._db.one("lock_request_row", {"id": request_id}, conn)
+                if locked is None:
+                    raise RequestNotFound(request_id)
+                check(ApprovalRequest.from_row(locked))
+            row = await self._db.one("decide", params, conn)
+            if row is not None:
+                return Decision.from_row(row)
+            state = await self._db.one("request_status", {"id": request_id}, conn)
+            if state is None:
+                raise RequestNotFound(request_id)
+            live = state["status"] == RequestStatus.PENDING and not state["expired"]
+            if live and state["quorum"] > 1 and kind is not DecisionKind.REJECT:
+                if kind is DecisionKind.EDIT:
+                    raise InvalidDecision(
+                        request_id,
+                        f"this request needs {state['quorum']} approvers, so its arguments "
+                        "cannot be edited; approve or reject them as shown",
+                    )
+                if kind is DecisionKind.RESPOND:
+                    raise InvalidDecision(
+                        request_id,
+                        f"this request needs {state['quorum']} approvers, so it cannot be "
+                        "answered in the tool's place; approve or reject it",
+                    )
+                return await self._vote(params, conn)
         expired = state["status"] == RequestStatus.PENDING and state["expired"]
         raise RequestNotPending(request_id, "expired" if expired else state["status"])
 
-    async def _vote(self, params: dict[str, Any]) -> Decision | Vote:
+    async def _vote(self, params: dict[str, Any], conn: Connection) -> Decision | Vote:
         """An approval of a request with a quorum, under the request's row lock: counted once
         per person (not per principal: a person's token and web account are one approver), and
         the one that completes the quorum consumes the request."""
         request_id = params["request_id"]
-        async with self._db.transaction() as conn:
-            state = await self._db.one("lock_request", {"id": request_id}, conn)
-            if state is None:
-                raise RequestNotFound(request_id)
-            if state["status"] != RequestStatus.PENDING or state["expired"]:
-                status = "expired" if state["status"] == RequestStatus.PENDING else state["status"]
-                raise RequestNotPending(request_id, status)
-            counted = await self._db.one(
-                "vote",
-                {
-                    "request_id": request_id,
-                    "principal": params["principal"],
-                    "run_id": state["run_id"],
-                    "call_id": state["call_id"],
-                },
-                conn,
+        state = await self._db.one("lock_request", {"id": request_id}, conn)
+        if state is None:
+            raise RequestNotFound(request_id)
+        if state["status"] != RequestStatus.PENDING or state["expired"]:
+            status = "expired" if state["status"] == RequestStatus.PENDING else state["status"]
+            raise RequestNotPending(request_id, status)
+        counted = await self._db.one(
+            "vote",
+            {
+                "request_id": request_id,
+                "principal": params["principal"],
+                "run_id": state["run_id"],
+                "call_id": state["call_id"],
+                "override_by": params["override_by"],
+            },
+            conn,
+        )
+        assert counted is not None, "vote returned no row"
+        if counted["person"] is None:
+            raise NotAllowed(
+                request_id,
+                f"{params['principal']} is a service token (it has no owner): it may start"
+                " runs but never decide",
             )
-            assert counted is not None, "vote returned no row"
-            if counted["person"] is None:
-                raise NotAllowed(
-                    request_id,
-                    f"{params['principal']} is a service token (it has no owner): it may start"
-                    " runs but never decide",
-                )
-            if not counted["counted"]:
-                raise AlreadyVoted(request_id, counted["earlier"])
-            approvals = int(counted["approvals"])
-            if approvals < state["quorum"]:
-                return Vote(
-                    request_id=request_id,
-                    principal=params["principal"],
-                    approvals=approvals,
-                    quorum=state["quorum"],
-                )
-            row = await self._db.one("decide", {**params, "quorum_met": True}, conn)
-            assert row is not None, "a locked, pending request was not consumed"
-            return Decision.from_row(row)
+        if not counted["counted"]:
+            raise AlreadyVoted(request_id, counted["earlier"])
+        approvals = int(counted["approvals"])
+        if approvals < state["quorum"]:
+            return Vote(
+                request_id=request_id,
+                principal=params["principal"],
+                approvals=approvals,
+                quorum=state["quorum"],
+            )
+        row = await self._db.one("decide", {**params, "quorum_met": True}, conn)
+        assert row is not None, "a locked, pending request was not consumed"
+        return Decision.from_row(row)

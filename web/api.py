@@ -18,22 +18,20 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
-from approvals.authz import ApproverRules
 from approvals.errors import (
     InvalidRequestId,
     InvalidRunId,
     InvalidValue,
+    RequestNotFound,
     RunNotFound,
 )
 from approvals.json_values import check_json
-from approvals.model import ApprovalRequest, RequestStatus, Run, Vote
+from approvals.model import ApprovalRequest, Run, Vote
 from approvals.principals import Principal
-from storage.ops import PgOperations
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError
 from web.run_stream import parse_after
 from web.run_stream import run_events as stream_run_events
-from web.runs import run_report, valid_run_id
 
 MAX_REASON = 2000
 log = logging.getLogger("approvals.web")
@@ -214,11 +212,6 @@ def engine_of(request: Request) -> Engine:
     return engine
 
 
-def rules_of(request: Request) -> ApproverRules:
-    rules: ApproverRules = request.app.state.rules
-    return rules
-
-
 async def bearer(request: Request) -> Principal:
     """The principal of the request's bearer token; 401 otherwise. Cookies do not count here."""
     header = request.headers.get("authorization", "")
@@ -242,25 +235,11 @@ async def visible_request(
     request: Request, request_id: str, principal: Principal
 ) -> ApprovalRequest:
     """The request, if ``principal`` may see it; 404 in every other case."""
-    engine, rules = engine_of(request), rules_of(request)
     try:
-        found = await engine.shown_request(_request_id(request_id), viewer=principal.id)
-    except InvalidRequestId:
-        found = None
-    if found is None or not rules.may_see(principal, found):
-        if found is not None:
-            log.warning(
-                "refused to show request %s to %s (not an approver)", found.id, principal.id
-            )
+        return await engine_of(request).visible_request(request_id, principal)
+    except (InvalidRequestId, RequestNotFound) as exc:
         # Hidden, unknown and malformed ids get the same answer.
-        raise ApiError(404, "not_found", "no such request")
-    return found
-
-
-def _request_id(value: str) -> str:
-    from approvals.decisions import parse_request_id
-
-    return parse_request_id(value)
+        raise ApiError(404, "not_found", "no such request") from exc
 
 
 def router() -> APIRouter:
@@ -268,20 +247,13 @@ def router() -> APIRouter:
 
     @api.get("/pending", response_model=list[PendingCall], summary="Pending calls you may see")
     async def list_pending(request: Request, principal: Caller) -> list[PendingCall]:
-        engine, rules = engine_of(request), rules_of(request)
-        items = await engine.shown_requests(
-            await engine.requests.search(RequestStatus.PENDING, 500), viewer=principal.id
-        )
-        return [
-            pending_call(r, rules.may_decide(principal, r))
-            for r in items
-            if rules.may_see(principal, r)
-        ]
+        visible = await engine_of(request).visible_pending(principal)
+        return [pending_call(r, may_decide) for r, may_decide in visible]
 
     @api.get("/pending/{request_id}", response_model=PendingCall, summary="One pending call")
     async def get_pending(request: Request, request_id: str, principal: Caller) -> PendingCall:
         found = await visible_request(request, request_id, principal)
-        return pending_call(found, rules_of(request).may_decide(principal, found))
+        return pending_call(found, engine_of(request).rules.may_decide(principal, found))
 
     @api.post(
         "/pending/{request_id}/decision",
@@ -297,16 +269,18 @@ def router() -> APIRouter:
     async def decide(
         request: Request, request_id: str, body: DecisionIn, principal: Caller
     ) -> Response:
-        found = await visible_request(request, request_id, principal)
-        rules_of(request).check_decide(principal, found)
-        decision = await engine_of(request).decide(
-            found.id,
-            body.decision,
-            principal=principal.id,
-            reason=body.reason,
-            args=body.args,
-            message=body.message,
-        )
+        try:
+            decision = await engine_of(request).decide(
+                request_id,
+                body.decision,
+                principal=principal,
+                reason=body.reason,
+                args=body.args,
+                message=body.message,
+            )
+        except (InvalidRequestId, RequestNotFound) as exc:
+            # Hidden, unknown and malformed ids get the same answer.
+            raise ApiError(404, "not_found", "no such request") from exc
         if isinstance(decision, Vote):
             vote = VoteOut.model_validate(decision.to_json())
             return JSONResponse(vote.model_dump(mode="json"), status_code=202)
@@ -315,35 +289,17 @@ def router() -> APIRouter:
 
     @api.post("/runs", response_model=RunOut, summary="Start a run as yourself")
     async def start_run(request: Request, body: RunIn, principal: Caller) -> RunOut:
-        if body.thread_id is not None:
-            # A thread is a conversation: only whoever started its runs (or an operator) may
-            # add to it, and so read its history through the agent's answers.
-            last = await engine_of(request).runs.latest_on_thread(body.thread_id)
-            if (
-                last is not None
-                and last.started_by != principal.id
-                and not rules_of(request).is_operator(principal)
-            ):
-                log.warning(
-                    "refused a run on thread %r for %s (its runs are %s's)",
-                    body.thread_id,
-                    principal.id,
-                    last.started_by,
-                )
-                raise ApiError(403, "forbidden", "this thread holds another principal's runs")
-        outcome = await engine_of(request).runner.start(
-            body.graph, body.input, principal=principal.id, thread_id=body.thread_id
+        outcome = await engine_of(request).start_run(
+            body.graph, body.input, principal=principal, thread_id=body.thread_id
         )
         return RunOut.model_validate(outcome.to_json())
 
     @api.get("/runs/{run_id}", response_model=RunReport, summary="A run you may see")
     async def get_run(request: Request, run_id: str, principal: Caller) -> RunReport:
-        engine = engine_of(request)
-        await visible_run(request, run_id, principal)
         try:
-            report = await run_report(engine, run_id)
+            report = await engine_of(request).report(run_id, viewer=principal)
         except (InvalidRunId, RunNotFound) as exc:
-            raise ApiError.from_error(exc) from exc
+            raise ApiError(404, "not_found", "no such run") from exc
         return RunReport.model_validate(report)
 
     @api.get(
@@ -382,7 +338,7 @@ def router() -> APIRouter:
                 status,
                 # An approver sees the run through its requests, redactions included: the
                 # model's text (which may quote a redacted argument) is its starter's.
-                content=run.started_by == principal.id or rules_of(request).is_operator(principal),
+                content=run.started_by == principal.id or engine.rules.is_operator(principal),
             ),
             media_type="text/event-stream",
             # Proxies must pass each event on as it comes.
@@ -397,13 +353,12 @@ def router() -> APIRouter:
     async def cancel_run(
         request: Request, run_id: str, principal: Caller, body: CancelIn | None = None
     ) -> CancelOut:
-        run = await visible_run(request, run_id, principal)
-        if run.started_by != principal.id and not rules_of(request).is_operator(principal):
-            log.warning("refused to cancel run %s for %s (not an operator)", run.id, principal.id)
-            raise ApiError(403, "forbidden", "only the run's starter or an operator may cancel it")
-        cancelled = await PgOperations(engine_of(request).db).cancel(
-            run.id, principal=principal.id, reason=body.reason if body else None
-        )
+        try:
+            cancelled = await engine_of(request).cancel_run(
+                run_id, by=principal, reason=body.reason if body else None
+            )
+        except (InvalidRunId, RunNotFound) as exc:
+            raise ApiError(404, "not_found", "no such run") from exc
         return CancelOut.model_validate(cancelled.to_json())
 
     return api
@@ -411,14 +366,7 @@ def router() -> APIRouter:
 
 async def visible_run(request: Request, run_id: str, principal: Principal) -> Run:
     """The run, if ``principal`` may see it; 404 in every other case (malformed ids too)."""
-    engine, rules = engine_of(request), rules_of(request)
-    hidden = ApiError(404, "not_found", "no such run")
-    if not valid_run_id(run_id):
-        raise hidden
-    run = await engine.runs.get(run_id)
-    if run is None:
-        raise hidden
-    requests = await engine.requests.for_run(run_id)
-    if not rules.may_see_run(principal, run, requests):
-        raise hidden
-    return run
+    try:
+        return await engine_of(request).visible_run(run_id, principal)
+    except RunNotFound as exc:
+        raise ApiError(404, "not_found", "no such run") from exc

@@ -23,16 +23,10 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from approvals.authz import ApproverRules
 from approvals.errors import ApprovalsError
 from approvals.principals import Principal
-from graphs.worker import ExpirySweeper
-from storage.changes import PgRequestChanges
-from storage.expiry import PgExpiry
-from storage.migrate import upgrade
-from storage.sessions import PgSessions
 from web import api, api_docs, audit_pages, ops, pages
-from web.engine import Engine, open_engine
+from web.engine import Engine, open_engine, upgrade
 from web.errors import ApiError, status_of
 from web.oidc import CALLBACK_PATH, OidcLogin
 from web.security import BodyLimit, LoginThrottle, SecurityHeaders, Sessions, secret_key
@@ -40,12 +34,6 @@ from web.settings import Settings
 
 log = logging.getLogger("approvals.web")
 HERE = Path(__file__).resolve().parent
-
-
-async def _work(engine: Engine, sweeper: ExpirySweeper, stop: asyncio.Event) -> None:
-    """The in-process worker: resume decided runs, expire requests past their deadline, and
-    notify approvers of waiting and escalated requests."""
-    await asyncio.gather(engine.worker.run(stop), sweeper.run(stop), engine.notifier.run(stop))
 
 
 def create_app(
@@ -71,16 +59,14 @@ def create_app(
                 if migrate:
                     await upgrade(url)
                 app.state.engine = await stack.enter_async_context(open_engine(url, settings))
-            app.state.sessions.bind(PgSessions(app.state.engine.db))
-            app.state.request_changes = PgRequestChanges(app.state.engine.db)
+            app.state.rules = app.state.engine.rules
+            app.state.sessions.bind(app.state.engine.sessions)
             worker_task: asyncio.Task[None] | None = None
             stop = asyncio.Event()
             if with_worker:
-                sweeper = ExpirySweeper(
-                    expiry=PgExpiry(app.state.engine.db),
-                    interval=settings.sweep_interval_seconds,
-                )
-                worker_task = asyncio.create_task(_work(app.state.engine, sweeper, stop))
+                # The in-process worker: resumes decided runs, expires requests past their
+                # deadline, notifies approvers of waiting and escalated requests.
+                worker_task = asyncio.create_task(app.state.engine.work(stop))
             try:
                 yield
             finally:
@@ -100,9 +86,6 @@ def create_app(
         openapi_url="/api/openapi.json",
     )
     app.state.settings = settings
-    app.state.rules = ApproverRules(
-        default_group=settings.default_approver_group, operator_group=settings.operator_group
-    )
     app.state.sessions = Sessions(
         secret_key(settings.secret_key, settings.data_dir),
         ttl_seconds=settings.session_ttl_seconds,

@@ -18,11 +18,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
-from approvals.authz import ApproverRules
 from approvals.json_values import text_problem
 from approvals.principals import Principal
-from storage.audit import AuditFilter
-from web.engine import Engine
+from web.engine import AuditFilter, Engine
 from web.pages import SignedIn, render
 
 PAGE_SIZE = 50
@@ -45,8 +43,7 @@ SUMMARY_KEYS = (
 
 
 def _operator(request: Request, principal: Principal) -> None:
-    rules: ApproverRules = request.app.state.rules
-    if not rules.is_operator(principal):
+    if not _engine(request).rules.is_operator(principal):
         raise HTTPException(404, "Not Found")
 
 

@@ -1,4 +1,10 @@
-"""The composition root: one pool, the repositories, the saver, the registry, runner, worker.
+"""The application layer: one method per use case, and the composition root that wires them.
+
+Every face (the JSON API, the pages, the CLI, the web app's worker) does what it does through
+an ``Engine``: it translates its input to a call here and the result (or the error's category)
+back. The use cases are ``start_run``, ``decide`` (and the console's ``decide_as_operator``),
+``cancel_run``, ``report``, ``work`` and ``drain``; the approver rules are applied here, for
+every caller. ``open_engine`` builds the pool and every adapter once; nothing else builds one.
 
 The LangGraph side (saver, registry, runner, worker) is built on first use: importing LangGraph
 takes seconds, and most CLI commands (decide, pending, audit, users, ...) never need it.
@@ -6,8 +12,11 @@ takes seconds, and most CLI commands (decide, pending, audit, users, ...) never 
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
@@ -15,25 +24,43 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from approvals.decisions import decide
+from approvals.authz import ApproverRules
+from approvals.decisions import decide, parse_request_id
 from approvals.errors import (
     EditedArgumentsInvalid,
     EditRefused,
     GraphNotFound,
+    InvalidRunId,
     RequestNotFound,
+    RunNotAllowed,
+    RunNotFound,
     ShownCopyChanged,
 )
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import ApprovalRequest, Decision, Verdict, Vote
+from approvals.model import ApprovalRequest, Decision, RequestStatus, Run, Verdict, Vote
+from approvals.principals import Principal
 from approvals.redaction import redacted_paths, restore
 from storage.accounts import PgAccounts
-from storage.audit import PgAuditLog
-from storage.db import Database, check_connection, is_transient, open_pool, translated_errors
+from storage.audit import AuditFilter, PgAuditLog, Verification
+from storage.changes import PgRequestChanges
+from storage.db import (
+    Connection,
+    Database,
+    check_connection,
+    is_transient,
+    open_pool,
+    translated_errors,
+)
+from storage.embedded import start_embedded
+from storage.expiry import PgExpiry
 from storage.notifications import PgNotifications
+from storage.ops import Cancellation, Histogram, MetricsSnapshot, PgOperations
 from storage.queue import PgResumeQueue
 from storage.requests import PgApprovalRequests, PgDecisions
-from storage.run_events import PgRunEvents, RunEventHub
+from storage.roles import Grant, grant_runtime
+from storage.run_events import PgRunEvents, RunEventHub, Subscription
 from storage.runs import PgRuns, PgToolLedger
+from storage.sessions import PgSessions
 from storage.statements import PgStatements
 from web.notify import Notifier
 from web.settings import Settings
@@ -41,8 +68,50 @@ from web.settings import Settings
 if TYPE_CHECKING:
     from graphs.examples.effects import SqlSideEffects
     from graphs.registry import GraphRegistry
-    from graphs.runner import Runner
-    from graphs.worker import Worker
+    from graphs.runner import Runner, RunOutcome
+    from graphs.streaming import Publish
+    from graphs.worker import ExpirySweeper, Worker
+
+#: The storage types the faces name (in signatures and isinstance checks) and the database's
+#: administration (the embedded server, the runtime role's grants), re-exported so that the
+#: faces reach storage only through the engine (the import contract in pyproject.toml).
+__all__ = [
+    "AuditFilter",
+    "Cancellation",
+    "Engine",
+    "Grant",
+    "Histogram",
+    "MetricsSnapshot",
+    "PgRequestChanges",
+    "PgRunEvents",
+    "Subscription",
+    "Verification",
+    "grant_runtime",
+    "open_engine",
+    "start_embedded",
+    "upgrade",
+    "valid_run_id",
+]
+
+log = logging.getLogger("approvals.engine")
+
+
+async def upgrade(url: str, *, runtime_role: str | None = None) -> None:
+    """Apply the schema's migrations at ``url`` (``storage.migrate.upgrade``): the web app at
+    startup, ``approvals db upgrade`` and the commands that migrate first."""
+    # Imported here, not at the top: Alembic and LangGraph's checkpointer take a few hundred
+    # milliseconds to import, and only what migrates needs them.
+    from storage.migrate import upgrade as migrate
+
+    await migrate(url, runtime_role=runtime_role)
+
+
+def valid_run_id(value: str) -> bool:
+    """Whether ``value`` is a run id the engine could have issued (a UUID, canonical form)."""
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -50,15 +119,20 @@ class _Graphs:
     registry: GraphRegistry
     runner: Runner
     worker: Worker
+    sweeper: ExpirySweeper
 
 
 @dataclass
 class Engine:
-    """Everything a CLI command, the web app or a test needs, wired once."""
+    """Everything a CLI command, the web app or a test needs, wired once by ``open_engine``.
+
+    The repositories are here for the faces' reads (lists, detail pages, exports); every
+    change goes through a use-case method."""
 
     url: str
     settings: Settings
-    db: Database
+    _db: Database
+    rules: ApproverRules
     audit: PgAuditLog
     requests: PgApprovalRequests
     decisions: PgDecisions
@@ -66,39 +140,54 @@ class Engine:
     ledger: PgToolLedger
     queue: PgResumeQueue
     accounts: PgAccounts
+    #: Cancels runs, prunes old ones, reads metrics and the schema's state.
+    operations: PgOperations
+    #: Expires (or escalates) requests past their deadline; run by ``work`` and ``drain``.
+    expiry: PgExpiry
+    #: Request notifications' deliveries and attempts.
+    notifications: PgNotifications
+    #: The web app's server-side sessions.
+    sessions: PgSessions
+    #: What live views poll: requests created or decided since a mark.
+    request_changes: PgRequestChanges
+    #: What runs' steps produced, for streams and run notifications.
+    run_events: PgRunEvents
     #: Tells people when calls wait or are escalated; run by the worker processes.
     notifier: Notifier
 
     @cached_property
     def _graphs(self) -> _Graphs:
+        # Function-local on purpose: importing LangGraph takes seconds (see the module's
+        # docstring), not to dodge an import loop.
         from graphs.deps import GraphDeps
         from graphs.examples.effects import extras
         from graphs.registry import GraphRegistry
         from graphs.runner import Runner
-        from graphs.worker import Worker
+        from graphs.worker import ExpirySweeper, Worker
         from storage.checkpoints import PgResumeChecks, make_saver
 
-        saver = make_saver(self.db.pool)
+        saver = make_saver(self._db.pool)
         deps = GraphDeps(
             checkpointer=saver,
             requests=self.requests,
             ledger=self.ledger,
-            extras=extras(self.effects),
             request_ttl=timedelta(seconds=self.settings.request_ttl_seconds),
             reconcile_group=self.settings.operator_group,
+            extras=extras(self.effects),
         )
         registry = GraphRegistry(deps, self.settings.graph_entries())
         runner = Runner(
             registry=registry,
             runs=self.runs,
-            checks=PgResumeChecks(self.db, saver.serde),
+            checks=PgResumeChecks(self._db, saver.serde),
             transient=is_transient,
             events=self.run_events.publish,
         )
         worker = Worker(
             runner=runner, queue=self.queue, concurrency=self.settings.worker_concurrency
         )
-        return _Graphs(registry=registry, runner=runner, worker=worker)
+        sweeper = ExpirySweeper(expiry=self.expiry, interval=self.settings.sweep_interval_seconds)
+        return _Graphs(registry=registry, runner=runner, worker=worker, sweeper=sweeper)
 
     @cached_property
     def effects(self) -> SqlSideEffects:
@@ -107,17 +196,12 @@ class Engine:
         # Function-local for the same reason as _graphs: the examples import LangGraph.
         from graphs.examples.effects import SqlSideEffects
 
-        return SqlSideEffects(PgStatements(self.db))
+        return SqlSideEffects(PgStatements(self._db))
 
     @cached_property
     def streams(self) -> RunEventHub:
         """Wakes this process's run event streams (one LISTEN connection, made on first use)."""
         return RunEventHub(self.url)
-
-    @cached_property
-    def run_events(self) -> PgRunEvents:
-        """What runs' steps produced, for streams and run notifications."""
-        return PgRunEvents(self.db)
 
     @property
     def registry(self) -> GraphRegistry:
@@ -132,19 +216,105 @@ class Engine:
     def worker(self) -> Worker:
         return self._graphs.worker
 
+    def connection(self) -> AbstractAsyncContextManager[Connection]:
+        """A pooled connection, for what no use case covers: tests that set rows up or read
+        them back, the benchmark. The faces never use it."""
+        return self._db.pool.connection()
+
+    # -- Use cases -------------------------------------------------------------------------
+
+    async def start_run(
+        self,
+        graph: str,
+        input: Any,
+        *,
+        principal: Principal | str,
+        thread_id: str | None = None,
+        observe: Publish | None = None,
+    ) -> RunOutcome:
+        """Start a run of ``graph`` and return when it finishes or pauses for a human.
+
+        A signed-in ``principal`` may add to a thread only if it started the thread's runs or
+        is an operator (a thread is a conversation: adding to it reads its history through the
+        agent's answers): ``RunNotAllowed`` otherwise. A plain name is the operator console
+        (``approvals runs start --as``), which holds the database and is not refused."""
+        if isinstance(principal, Principal) and thread_id is not None:
+            last = await self.runs.latest_on_thread(thread_id)
+            if (
+                last is not None
+                and last.started_by != principal.id
+                and not self.rules.is_operator(principal)
+            ):
+                log.warning(
+                    "refused a run on thread %r for %s (its runs are %s's)",
+                    thread_id,
+                    principal.id,
+                    last.started_by,
+                )
+                raise RunNotAllowed(thread_id, "this thread holds another principal's runs")
+        started_by = principal.id if isinstance(principal, Principal) else principal
+        return await self.runner.start(
+            graph, input, principal=started_by, thread_id=thread_id, observe=observe
+        )
+
     async def decide(
         self,
         request_id: str,
         verdict: Verdict | str,
         *,
-        principal: str,
+        principal: Principal,
         reason: str | None = None,
         args: dict[str, Any] | None = None,
         message: str | None = None,
     ) -> Decision | Vote:
-        """Decide a pending call as an already-authenticated ``principal``; edited arguments
-        are checked against the run's policy first (``recheck_edit``); ``message`` is a
-        respond decision's answer."""
+        """Decide a pending call as the signed-in ``principal`` (its id is the decider).
+
+        The approver rules are applied to the request as it stands when it is consumed, in
+        the same transaction (an escalation cannot slip between the check and the decision):
+        a request ``principal`` may not see is ``RequestNotFound``, exactly like one that does
+        not exist; one it may see but not decide is ``NotAllowed``. Edited arguments are
+        checked against the run's policy first (``recheck_edit``); ``message`` is a respond
+        decision's answer. Otherwise raises as ``approvals.decisions.decide`` does."""
+        found = await self.visible_request(request_id, principal)
+        # Refused at once when it can be, before an edit's recheck reads the run's state; the
+        # same rules run again on the locked row.
+        self.rules.check_decide(principal, found)
+
+        def may_decide(current: ApprovalRequest) -> None:
+            if not self.rules.may_see(principal, current):
+                raise RequestNotFound(current.id)
+            self.rules.check_decide(principal, current)
+
+        return await decide(
+            self.requests,
+            self.decisions,
+            found.id,
+            verdict,
+            principal=principal.id,
+            reason=reason,
+            args=args,
+            recheck=self.recheck_edit,
+            message=message,
+            check=may_decide,
+        )
+
+    async def decide_as_operator(
+        self,
+        request_id: str,
+        verdict: Verdict | str,
+        *,
+        principal: str,
+        override_by: str | None = None,
+        reason: str | None = None,
+        args: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> Decision | Vote:
+        """The operator console's decision in ``principal``'s name (``approvals decide --as``).
+
+        Whoever runs the CLI holds the database, so the approver rules do not bind it; the
+        decision's audit event records it as an override instead (``override_by``: who
+        overrode, ``principal`` when not given), so that ``audit verify`` chains it and a
+        reader tells it from a signed-in approver's. Everything else is as ``decide``."""
         return await decide(
             self.requests,
             self.decisions,
@@ -155,7 +325,134 @@ class Engine:
             args=args,
             recheck=self.recheck_edit,
             message=message,
+            override_by=override_by or principal,
         )
+
+    async def cancel_run(
+        self, run_id: str, *, by: Principal | str, reason: str | None = None
+    ) -> Cancellation:
+        """Cancel a run that has not ended: its pending requests are cancelled, its queued
+        resumes skipped, and the audit log says who and why.
+
+        A signed-in ``by`` must see the run (``RunNotFound`` otherwise, as for an unknown
+        one) and be its starter or an operator (``RunNotAllowed``). A plain name is the
+        operator console (``approvals runs cancel --as``). Raises ``RunEnded`` when the run
+        is over."""
+        if isinstance(by, Principal):
+            run = await self.visible_run(run_id, by)
+            if run.started_by != by.id and not self.rules.is_operator(by):
+                log.warning("refused to cancel run %s for %s (not an operator)", run.id, by.id)
+                raise RunNotAllowed(run.id, "only the run's starter or an operator may cancel it")
+            return await self.operations.cancel(run.id, principal=by.id, reason=reason)
+        if not valid_run_id(run_id):
+            raise InvalidRunId(run_id)
+        return await self.operations.cancel(run_id, principal=by, reason=reason)
+
+    async def report(self, run_id: str, *, viewer: Principal | None = None) -> dict[str, Any]:
+        """A run as reports show it: status, requests, tool executions and interception
+        records (payload-free). ``viewer``: a signed-in principal, who must see the run
+        (``RunNotFound`` otherwise); ``None`` for the operator console."""
+        if viewer is not None:
+            run = await self.visible_run(run_id, viewer)
+        else:
+            if not valid_run_id(run_id):
+                raise InvalidRunId(run_id)
+            found = await self.runs.get(run_id)
+            if found is None:
+                raise RunNotFound(run_id)
+            run = found
+        requests = await self.requests.for_run(run.id)
+        executions = await self.ledger.for_run(run.id)
+        interceptions = await self.audit.interceptions(run.id)
+        return {
+            "run_id": run.id,
+            "thread_id": run.thread_id,
+            "graph": run.graph,
+            "status": run.status.value,
+            "started_by": run.started_by,
+            "error": run.error,
+            "answer": run.answer,
+            "pending": [r.id for r in requests if r.status is RequestStatus.PENDING],
+            "requests": [
+                {"id": r.id, "call_id": r.call_id, "tool": r.tool, "status": r.status.value}
+                for r in requests
+            ],
+            "tool_executions": [e.to_json() for e in executions],
+            # Payload-free (AGENT-HOOKS-0.1 §10.3): decisions, reasons and identities only.
+            "interceptions": [
+                {
+                    "sequence": i["sequence"],
+                    "point": i["point"],
+                    "decision": i["decision"],
+                    "reason": i["reason"],
+                    "interceptor": i["interceptor"],
+                    "mode": i["mode"],
+                    "resolved_by": i["resolved_by"],
+                    "identity": i["enforced_identity"],
+                    "session_id": i["session_id"],
+                    "at": i["at"].isoformat(),
+                }
+                for i in interceptions
+            ],
+        }
+
+    async def work(self, stop: asyncio.Event) -> None:
+        """Until ``stop`` is set: resume decided runs, expire (or escalate) requests past
+        their deadline, and notify approvers of waiting and escalated requests (what
+        ``approvals worker`` and ``approvals serve --with-worker`` run)."""
+        graphs = self._graphs
+        await asyncio.gather(
+            graphs.worker.run(stop), graphs.sweeper.run(stop), self.notifier.run(stop)
+        )
+
+    async def drain(self) -> int:
+        """Expire what is past its deadline, then resume everything queued; returns how many
+        runs were resumed (``approvals worker --drain``)."""
+        # Expired requests queue resume jobs: sweep first so the drain resumes them too.
+        await self._graphs.sweeper.sweep()
+        return await self._graphs.worker.drain()
+
+    # -- What the faces show ---------------------------------------------------------------
+
+    async def visible_request(self, request_id: str, principal: Principal) -> ApprovalRequest:
+        """The request, if ``principal`` may see it. A malformed id is ``InvalidRequestId``;
+        an unknown one and one it may not see are both ``RequestNotFound``; a request whose
+        shown copy changed is ``ShownCopyChanged`` (recorded)."""
+        canonical = parse_request_id(request_id)
+        found = await self.shown_request(canonical, viewer=principal.id)
+        if found is None or not self.rules.may_see(principal, found):
+            if found is not None:
+                log.warning(
+                    "refused to show request %s to %s (not an approver)", found.id, principal.id
+                )
+            raise RequestNotFound(canonical)
+        return found
+
+    async def visible_run(self, run_id: str, principal: Principal) -> Run:
+        """The run, if ``principal`` may see it (its starter, an operator, or whoever may see
+        one of its requests); ``RunNotFound`` in every other case, malformed ids included."""
+        if not valid_run_id(run_id):
+            raise RunNotFound(run_id)
+        run = await self.runs.get(run_id)
+        if run is None or not self.rules.may_see_run(
+            principal, run, await self.requests.for_run(run_id)
+        ):
+            raise RunNotFound(run_id)
+        return run
+
+    async def visible_pending(
+        self, principal: Principal, limit: int = 500
+    ) -> list[tuple[ApprovalRequest, bool]]:
+        """The pending requests ``principal`` may see (intact ones), each with whether it may
+        decide it."""
+        pending = await self.shown_requests(
+            await self.requests.search(RequestStatus.PENDING, limit), viewer=principal.id
+        )
+        return [
+            (r, self.rules.may_decide(principal, r))
+            for r in pending
+            if self.rules.may_see(principal, r)
+        ]
 
     async def recheck_edit(self, request: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
         """The edited ``args`` as the tool parses them, once the run's policy and the tool's
@@ -282,23 +579,31 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
     engine: Engine | None = None
     try:
         db = Database(pool)
-        audit = PgAuditLog(db)
-        requests = PgApprovalRequests(db)
-        runs = PgRuns(db)
-        ledger = PgToolLedger(db)
         queue = PgResumeQueue(db, url)
+        run_events = PgRunEvents(db)
+        notifications = PgNotifications(db)
         engine = Engine(
             url=url,
             settings=settings,
-            db=db,
-            audit=audit,
-            requests=requests,
+            _db=db,
+            rules=ApproverRules(
+                default_group=settings.default_approver_group,
+                operator_group=settings.operator_group,
+            ),
+            audit=PgAuditLog(db),
+            requests=PgApprovalRequests(db),
             decisions=PgDecisions(db),
-            runs=runs,
-            ledger=ledger,
+            runs=PgRuns(db),
+            ledger=PgToolLedger(db),
             queue=queue,
             accounts=PgAccounts(db),
-            notifier=Notifier.from_settings(PgNotifications(db), settings, PgRunEvents(db)),
+            operations=PgOperations(db),
+            expiry=PgExpiry(db),
+            notifications=notifications,
+            sessions=PgSessions(db),
+            request_changes=PgRequestChanges(db),
+            run_events=run_events,
+            notifier=Notifier.from_settings(notifications, settings, run_events),
         )
         yield engine
     finally:

@@ -10,21 +10,15 @@ from approvals.errors import (
     AccountExists,
     AlreadyVoted,
     ApprovalsError,
-    DatabaseUnavailable,
+    Category,
     EditedArgumentsInvalid,
     EditRefused,
     GraphNotFound,
-    InvalidAccount,
-    InvalidDecision,
     InvalidRequestId,
     InvalidRunId,
-    InvalidRunInput,
     InvalidValue,
-    NotAllowed,
-    RequestNotFound,
     RequestNotPending,
     RunEnded,
-    RunNotFound,
     ShownCopyChanged,
     ThreadBusy,
 )
@@ -54,20 +48,28 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     503: {"model": ErrorBody, "description": "The database is unavailable; retry later"},
 }
 
-_STATUS: list[tuple[type[ApprovalsError] | tuple[type[ApprovalsError], ...], int, str]] = [
-    ((RequestNotFound, RunNotFound, InvalidRequestId, InvalidRunId), 404, "not_found"),
-    (GraphNotFound, 404, "graph_not_found"),
-    (NotAllowed, 403, "forbidden"),
-    (ShownCopyChanged, 409, "shown_copy_changed"),
-    (RequestNotPending, 409, "not_pending"),
-    (AlreadyVoted, 409, "already_voted"),
-    (ThreadBusy, 409, "thread_busy"),
-    (RunEnded, 409, "run_ended"),
-    (AccountExists, 409, "exists"),
-    (EditedArgumentsInvalid, 422, "invalid_arguments"),
-    (EditRefused, 422, "edit_refused"),
-    ((InvalidDecision, InvalidRunInput, InvalidAccount, InvalidValue), 422, "invalid_input"),
-    (DatabaseUnavailable, 503, "unavailable"),
+#: The HTTP status of each category of error: the one place it is decided.
+_STATUS: dict[Category, tuple[int, str]] = {
+    Category.INVALID: (422, "invalid_input"),
+    Category.NOT_FOUND: (404, "not_found"),
+    Category.CONFLICT: (409, "conflict"),
+    Category.FORBIDDEN: (403, "forbidden"),
+    Category.UNAVAILABLE: (503, "unavailable"),
+    Category.FAILURE: (500, "internal"),
+}
+
+#: Codes more precise than their category's, first match wins (the status stays the
+#: category's): clients branch on them.
+_CODES: list[tuple[type[ApprovalsError], str]] = [
+    (GraphNotFound, "graph_not_found"),
+    (ShownCopyChanged, "shown_copy_changed"),
+    (RequestNotPending, "not_pending"),
+    (AlreadyVoted, "already_voted"),
+    (ThreadBusy, "thread_busy"),
+    (RunEnded, "run_ended"),
+    (AccountExists, "exists"),
+    (EditedArgumentsInvalid, "invalid_arguments"),
+    (EditRefused, "edit_refused"),
 ]
 
 
@@ -107,7 +109,13 @@ class ApiError(Exception):
 
 
 def status_of(exc: ApprovalsError) -> tuple[int, str]:
-    for kinds, status, code in _STATUS:
-        if isinstance(exc, kinds):
-            return status, code
-    return 500, "internal"
+    """The status and code the API answers ``exc`` with."""
+    if isinstance(exc, InvalidRequestId | InvalidRunId):
+        # Invalid input by category, but a malformed id is answered like an unknown one: it
+        # names nothing, and a caller cannot tell the ids it may not see from the others.
+        return 404, "not_found"
+    status, code = _STATUS[exc.category]
+    for kind, precise in _CODES:
+        if isinstance(exc, kind):
+            return status, precise
+    return status, code

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from approvals.errors import DatabaseUnavailable
-from storage.ops import Histogram, MetricsSnapshot, PgOperations
 from web.api import engine_of
+from web.engine import Histogram, MetricsSnapshot
 from web.errors import ApiError
 from web.settings import Settings
 
@@ -177,7 +177,7 @@ def router() -> APIRouter:
     @ops.get("/readyz")
     async def readyz(request: Request) -> Response:
         """Readiness: the database answers and its schema is the one this code needs."""
-        operations = PgOperations(engine_of(request).db)
+        operations = engine_of(request).operations
         try:
             schema = await asyncio.wait_for(operations.schema(), READY_TIMEOUT_SECONDS)
         except TimeoutError:
@@ -198,7 +198,7 @@ def router() -> APIRouter:
         """Prometheus metrics, computed from the database on each scrape."""
         _check_token(request, request.app.state.settings)
         try:
-            snapshot = await PgOperations(engine_of(request).db).metrics()
+            snapshot = await engine_of(request).operations.metrics()
         except DatabaseUnavailable as exc:
             log.warning("metrics scrape failed: %s", exc)
             return PlainTextResponse(f"{exc}\n", status_code=503)

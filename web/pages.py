@@ -24,7 +24,6 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response, Streamin
 from fastapi.templating import Jinja2Templates
 
 from approvals.authz import ApproverRules
-from approvals.decisions import parse_request_id
 from approvals.errors import (
     ApprovalsError,
     EditedArgumentsInvalid,
@@ -39,7 +38,6 @@ from approvals.json_values import check_json, parse_json, text_problem
 from approvals.model import ApprovalRequest, RequestStatus
 from approvals.principals import Principal
 from approvals.redaction import keep_redacted_fields
-from storage.changes import PgRequestChanges
 from web.engine import Engine
 from web.errors import status_of
 from web.security import LoginThrottle, Session, Sessions, same_origin
@@ -60,8 +58,7 @@ def _engine(request: Request) -> Engine:
 
 
 def _rules(request: Request) -> ApproverRules:
-    rules: ApproverRules = request.app.state.rules
-    return rules
+    return _engine(request).rules
 
 
 def _sessions(request: Request) -> Sessions:
@@ -146,25 +143,13 @@ async def status_page(request: Request, status: int, message: str) -> Response:
     return render(request, "error.html", session, status, status=status, message=message)
 
 
-def _visible(
-    request: Request, principal: Principal, found: ApprovalRequest | None
-) -> ApprovalRequest:
-    if found is None or not _rules(request).may_see(principal, found):
-        if found is not None:
-            log.warning(
-                "refused to show request %s to %s (not an approver)", found.id, principal.id
-            )
-        raise RequestNotFound("")
-    return found
-
-
 async def _request(request: Request, principal: Principal, request_id: str) -> ApprovalRequest:
+    """The request, if ``principal`` may see it; ``RequestNotFound`` otherwise (malformed ids
+    too), which the error page shows as no such request."""
     try:
-        canonical = parse_request_id(request_id)
+        return await _engine(request).visible_request(request_id, principal)
     except InvalidRequestId:
         raise RequestNotFound(request_id) from None
-    found = await _engine(request).shown_request(canonical, viewer=principal.id)
-    return _visible(request, principal, found)
 
 
 def time_left(expires_at: datetime) -> str:
@@ -424,17 +409,11 @@ def router() -> APIRouter:
 
     @pages.get("/")
     async def inbox(request: Request, session: SignedIn) -> Response:
-        principal, rules = session.principal, _rules(request)
-        engine = _engine(request)
-        pending = await engine.shown_requests(
-            await engine.requests.search(RequestStatus.PENDING, 500), viewer=principal.id
-        )
+        visible = await _engine(request).visible_pending(session.principal)
         # The inbox holds what this principal may decide; what it may only see (its own runs'
         # calls, or everything for operators) is counted and listed apart.
-        items = [r for r in pending if rules.may_decide(principal, r)]
-        view_only = [
-            r for r in pending if rules.may_see(principal, r) and not rules.may_decide(principal, r)
-        ]
+        items = [r for r, may_decide in visible if may_decide]
+        view_only = [r for r, may_decide in visible if not may_decide]
         return render(request, "inbox.html", session, items=items, view_only=view_only)
 
     @pages.get("/requests/{request_id}")
@@ -581,7 +560,7 @@ EVENTS_POLL_SECONDS = 1.5
 async def _changes(request: Request, session: Session) -> AsyncIterator[str]:
     """The live view's stream: what changed is filtered by what the principal may see, so the
     mere arrival of another group's request tells nothing."""
-    changes: PgRequestChanges = request.app.state.request_changes
+    changes = _engine(request).request_changes
     rules, sessions = _rules(request), _sessions(request)
     since, _ = await changes.since(None)
     # (request id, status) already accounted for, with when it was seen; a change is told once.
@@ -680,8 +659,7 @@ async def _decide(
     args: dict[str, Any] | None = None,
     message: str | None = None,
 ) -> Response:
-    _rules(request).check_decide(session.principal, found)
     await _engine(request).decide(
-        found.id, verdict, principal=session.principal.id, reason=reason, args=args, message=message
+        found.id, verdict, principal=session.principal, reason=reason, args=args, message=message
     )
     return RedirectResponse(f"/requests/{found.id}", status_code=303)

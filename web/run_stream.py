@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from approvals.model import Run, RunStatus
-from storage.run_events import PgRunEvents, Subscription
+from web.engine import PgRunEvents, Subscription
 
 #: The statuses that end a stream: the run waits for a human, or it is over.
 STOPS = frozenset(

@@ -181,6 +181,8 @@ WITH consumed AS (
            %(principal)s,
            jsonb_build_object('decision', %(kind)s::text, 'reason', %(reason)s::text,
                               'identity', c.identity, 'args_identity', %(args_identity)s::text)
+           -- An operator's override at the console (approvals decide --as) says so, and who.
+           || jsonb_strip_nulls(jsonb_build_object('override_by', %(override_by)s::text))
       FROM consumed c
     UNION ALL
     SELECT 'resume.queued', c.run_id, c.id, c.call_id, c.tool, c.state_version, %(principal)s,
@@ -194,6 +196,11 @@ SELECT d.*, (SELECT count(*) FROM wake) AS woken FROM decision d;
 -- name: request_status
 -- Whether a request can still be decided: its status, whether it expired, its quorum.
 SELECT status, expires_at <= now() AS expired, quorum FROM approval_requests WHERE id = %(id)s;
+
+-- name: lock_request_row
+-- The whole request under its row lock: the approver rules are checked against it in the
+-- transaction that consumes it, so an escalation cannot change who may decide in between.
+SELECT * FROM approval_requests WHERE id = %(id)s FOR UPDATE;
 
 -- name: lock_request
 -- A request's row, locked until the transaction ends (votes count under it), with what
@@ -222,6 +229,7 @@ WITH who AS (
            jsonb_build_object('approvals',
                (SELECT count(*) FROM approval_votes WHERE request_id = %(request_id)s) + 1,
                'person', v.person)
+           || jsonb_strip_nulls(jsonb_build_object('override_by', %(override_by)s::text))
       FROM voted v
 )
 -- The statement's snapshot does not see the row it inserts: hence "+ counted".

@@ -22,7 +22,7 @@ PASSWORD = "correct horse battery staple"
 async def _rows(engine: Engine, table: str) -> list[dict[str, Any]]:
     """Every row of one of the engine's tables, as stored."""
     query = sql.SQL("SELECT * FROM {} ORDER BY 1").format(sql.Identifier(table))
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         return await (await conn.execute(query)).fetchall()
 
 
@@ -191,7 +191,7 @@ async def test_a_token_acts_for_its_owner_with_at_most_the_owners_groups(engine:
     assert created["data"]["owner"] == "alice"
 
     # Groups are read at every verification: a group the owner lost is the token's loss too.
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         await conn.execute("UPDATE users SET groups = '{agents}' WHERE name = 'alice'")
     narrowed = await engine.accounts.verify_token(secret)
     assert narrowed is not None

@@ -44,8 +44,8 @@ async def refund_flow(engine: Engine) -> str:
     )
     assert out.status == "waiting"
     approve, reject = out.pending
-    await engine.decide(approve, "approve", principal="bob")
-    await engine.decide(reject, "reject", principal="rob", reason="duplicate")
+    await engine.decide_as_operator(approve, "approve", principal="bob")
+    await engine.decide_as_operator(reject, "reject", principal="rob", reason="duplicate")
     await engine.worker.drain()
     finished = await engine.runs.get(out.run_id)
     assert finished is not None
@@ -108,7 +108,7 @@ async def test_each_event_carries_its_ids_and_no_arguments(engine: Engine) -> No
 
 async def test_the_database_refuses_update_delete_and_truncate(engine: Engine) -> None:
     await refund_flow(engine)
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         for statement in (
             "UPDATE audit_events SET principal = 'mallory' WHERE kind = 'request.decided'",
             "DELETE FROM audit_events WHERE kind = 'request.decided'",

@@ -44,7 +44,7 @@ async def test_a_call_id_reused_with_other_arguments_never_runs_and_asks_nobody(
 ) -> None:
     out = await scripted.runner.start("reused_call_id", {"message": "pay"}, principal="ann")
     [first] = out.pending
-    await scripted.decide(first, "approve", principal="bob")
+    await scripted.decide_as_operator(first, "approve", principal="bob")
     await scripted.worker.drain()
 
     run = await scripted.runs.get(out.run_id)
@@ -110,7 +110,7 @@ async def test_a_ledger_row_of_other_arguments_is_neither_replayed_nor_run(
         status=ExecutionStatus.SUCCEEDED,
         result={"refund_id": "rf_other", "order_id": "1001", "amount": 1.0},
     )
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     assert await side_effects(engine, run.run_id, "refund-1001") == []
     done = await engine.runs.get(run.run_id)

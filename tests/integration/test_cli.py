@@ -201,7 +201,9 @@ async def test_malformed_configuration_is_one_clear_line(cli_env: dict[str, str]
 
 async def test_runs_show_reports_the_final_answer(engine: Engine, cli_env: dict[str, str]) -> None:
     run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="alice")
-    await engine.decide(run.pending[0], "reject", principal="bob", reason="not eligible")
+    await engine.decide_as_operator(
+        run.pending[0], "reject", principal="bob", reason="not eligible"
+    )
     await engine.worker.drain()
     report = (await cli(cli_env, "runs", "show", run.run_id, "--json")).json()
     assert report["status"] == "completed"

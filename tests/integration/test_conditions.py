@@ -47,7 +47,7 @@ async def test_a_failed_postcondition_is_recorded_reported_and_never_rerun(
     conditions_engine: Engine,
 ) -> None:
     out = await conditions_engine.runner.start("conditions", {"message": "pay 5"}, principal="ann")
-    await conditions_engine.decide(out.pending[0], "approve", principal="bob")
+    await conditions_engine.decide_as_operator(out.pending[0], "approve", principal="bob")
     await conditions_engine.worker.drain()
     run = await conditions_engine.runs.get(out.run_id)
     assert run is not None
@@ -64,7 +64,7 @@ async def test_an_edit_that_breaks_a_precondition_does_not_run(engine: Engine) -
     edited = {"order_id": "1001", "amount": 250.0, "reason": "typo"}
     # Refused when it is decided, naming the condition; the request stays pending.
     with pytest.raises(EditRefused, match="amount_within_paid"):
-        await engine.decide(run.pending[0], "approve", principal="bob", args=edited)
+        await engine.decide_as_operator(run.pending[0], "approve", principal="bob", args=edited)
 
     async def accept_anything(_request: Any, args: dict[str, Any]) -> dict[str, Any]:
         return args

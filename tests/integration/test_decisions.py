@@ -24,7 +24,10 @@ async def test_sixteen_concurrent_decisions_consume_the_request_once(engine: Eng
     request_id = run.pending[0]
 
     results = await asyncio.gather(
-        *(engine.decide(request_id, "approve", principal=f"approver-{i}") for i in range(16)),
+        *(
+            engine.decide_as_operator(request_id, "approve", principal=f"approver-{i}")
+            for i in range(16)
+        ),
         return_exceptions=True,
     )
 
@@ -44,8 +47,8 @@ async def test_approve_racing_reject_agrees_with_what_ran(engine: Engine) -> Non
         run = await start_refund(engine)
         request_id = run.pending[0]
         results = await asyncio.gather(
-            engine.decide(request_id, "approve", principal="ann"),
-            engine.decide(request_id, "reject", principal="rob", reason="no"),
+            engine.decide_as_operator(request_id, "approve", principal="ann"),
+            engine.decide_as_operator(request_id, "reject", principal="rob", reason="no"),
             return_exceptions=True,
         )
         won = [r for r in results if not isinstance(r, BaseException)]
@@ -72,25 +75,25 @@ async def test_approve_racing_reject_agrees_with_what_ran(engine: Engine) -> Non
 async def test_unknown_forged_and_decided_ids_are_refused_distinctly(engine: Engine) -> None:
     run = await start_refund(engine)
     with pytest.raises(RequestNotFound):
-        await engine.decide(str(uuid.uuid4()), "approve", principal="bob")
+        await engine.decide_as_operator(str(uuid.uuid4()), "approve", principal="bob")
     for forged in ["1 OR 1=1", "", "../../etc", str(uuid.uuid1()), run.pending[0].upper() + "x"]:
         with pytest.raises(InvalidRequestId):
-            await engine.decide(forged, "approve", principal="bob")
-    await engine.decide(run.pending[0], "approve", principal="bob")
+            await engine.decide_as_operator(forged, "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     with pytest.raises(RequestNotPending) as info:
-        await engine.decide(run.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     assert info.value.status == "approved"
 
 
 async def test_an_expired_request_cannot_be_approved(engine: Engine) -> None:
     run = await start_refund(engine)
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         await conn.execute(
             "update approval_requests set expires_at = now() - interval '1 second' where id = %s",
             (run.pending[0],),
         )
     with pytest.raises(RequestNotPending) as info:
-        await engine.decide(run.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     assert info.value.status == "expired"
     assert await scalar(engine, "select count(*) from resume_queue") == 0
 
@@ -99,20 +102,24 @@ async def test_bad_decisions_are_refused_before_anything_is_written(engine: Engi
     run = await start_refund(engine)
     rid = run.pending[0]
     with pytest.raises(InvalidDecision):
-        await engine.decide(rid, "maybe", principal="bob")
+        await engine.decide_as_operator(rid, "maybe", principal="bob")
     with pytest.raises(InvalidDecision):
-        await engine.decide(rid, "reject", principal="bob")  # a rejection needs a reason
+        await engine.decide_as_operator(
+            rid, "reject", principal="bob"
+        )  # a rejection needs a reason
     with pytest.raises(InvalidDecision):
-        await engine.decide(rid, "reject", principal="bob", reason="x", args={"amount": 1})
+        await engine.decide_as_operator(
+            rid, "reject", principal="bob", reason="x", args={"amount": 1}
+        )
     with pytest.raises(InvalidDecision):
-        await engine.decide(rid, "approve", principal="  ")
+        await engine.decide_as_operator(rid, "approve", principal="  ")
     with pytest.raises(EditedArgumentsInvalid) as info:
-        await engine.decide(
+        await engine.decide_as_operator(
             rid, "approve", principal="bob", args={"order_id": "1001", "amount": -3}
         )
     assert info.value.errors[0]["path"] == "amount"
     with pytest.raises(EditedArgumentsInvalid):
-        await engine.decide(
+        await engine.decide_as_operator(
             rid, "approve", principal="bob", args={"order_id": "1001", "amount": 3, "to": "x"}
         )
     assert await scalar(engine, "select count(*) from decisions") == 0
@@ -124,7 +131,9 @@ async def test_bad_decisions_are_refused_before_anything_is_written(engine: Engi
 async def test_edited_arguments_are_what_the_tool_receives(engine: Engine) -> None:
     run = await start_refund(engine)
     edited = {"order_id": "1001", "amount": 10.0, "reason": "partial refund"}
-    decision = await engine.decide(run.pending[0], "approve", principal="bob", args=edited)
+    decision = await engine.decide_as_operator(
+        run.pending[0], "approve", principal="bob", args=edited
+    )
     assert decision.kind == "edit"
     assert decision.args_identity is not None
     await engine.worker.drain()
@@ -139,7 +148,7 @@ async def test_approving_unchanged_arguments_is_a_plain_approval(engine: Engine)
     run = await start_refund(engine)
     request = await engine.requests.get(run.pending[0])
     assert request is not None
-    decision = await engine.decide(
+    decision = await engine.decide_as_operator(
         run.pending[0], "approve", principal="bob", args=request.shown["args"]
     )
     assert decision.kind == "approve"
@@ -148,7 +157,7 @@ async def test_approving_unchanged_arguments_is_a_plain_approval(engine: Engine)
 
 async def test_the_decision_is_logged_with_its_principal(engine: Engine) -> None:
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "reject", principal="rob", reason="duplicate")
+    await engine.decide_as_operator(run.pending[0], "reject", principal="rob", reason="duplicate")
     events = await engine.audit.for_run(run.run_id)
     decided = [e for e in events if e["kind"] == "request.decided"]
     assert len(decided) == 1
@@ -184,7 +193,7 @@ async def test_a_changed_call_supersedes_its_old_request(engine: Engine) -> None
     again, _ = await engine.requests.open(changed)
     assert again.id == new.id  # recording the same call twice is one request
     with pytest.raises(RequestNotPending) as info:
-        await engine.decide(old.id, "approve", principal="bob")
+        await engine.decide_as_operator(old.id, "approve", principal="bob")
     assert info.value.status == "superseded"
     kinds = [e["kind"] for e in await engine.audit.for_run(run.run_id)]
     assert kinds.count("request.superseded") == 1

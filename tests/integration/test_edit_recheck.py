@@ -37,7 +37,7 @@ async def test_an_edit_the_policy_denies_is_refused_and_the_request_stays_pendin
     outside = {**request.shown["args"], "to": "mallory@evil.test"}
 
     with pytest.raises(EditRefused) as refused:
-        await engine.decide(out.pending[0], "approve", principal="bob", args=outside)
+        await engine.decide_as_operator(out.pending[0], "approve", principal="bob", args=outside)
 
     assert refused.value.rule == "no-external-mail"
     assert "no-external-mail" in str(refused.value)
@@ -62,7 +62,9 @@ async def test_an_edit_needing_other_approvers_is_their_request_never_the_editor
     # Sue edits through her API token; her web account is the same person.
     await person_token(engine, "sue", "support", "finance")
     sue = Principal.local("sue", frozenset({"support", "finance"}))
-    decision = await engine.decide(run.pending[0], "approve", principal="token:sue", args=edited)
+    decision = await engine.decide_as_operator(
+        run.pending[0], "approve", principal="token:sue", args=edited
+    )
     assert decision.kind == "edit"
     assert await engine.worker.drain() == 1
 
@@ -85,7 +87,7 @@ async def test_an_edit_needing_other_approvers_is_their_request_never_the_editor
     fay = Principal.local("fay", frozenset({"finance"}))
     rules.check_decide(fay, finance)
 
-    await engine.decide(finance.id, "approve", principal=fay.id)
+    await engine.decide_as_operator(finance.id, "approve", principal=fay.id)
     assert await engine.worker.drain() == 1
     effects = await side_effects(engine, run.run_id, "refund-1001")
     assert [e["args"] for e in effects] == [edited]
@@ -101,7 +103,7 @@ async def test_an_edit_the_same_approvers_may_decide_runs_on_their_decision(
     run = await start_refund(engine)
     edited = {"order_id": "1001", "amount": 10.0, "reason": "partial refund"}
 
-    await engine.decide(run.pending[0], "approve", principal="sue", args=edited)
+    await engine.decide_as_operator(run.pending[0], "approve", principal="sue", args=edited)
     assert await engine.worker.drain() == 1
 
     effects = await side_effects(engine, run.run_id, "refund-1001")
@@ -197,7 +199,7 @@ async def test_a_transform_before_the_escalation_is_what_the_approver_sees_and_w
     assert request is not None
     assert request.shown["args"]["amount"] == 12.5
 
-    await engine.decide(out.pending[0], "approve", principal="sue")
+    await engine.decide_as_operator(out.pending[0], "approve", principal="sue")
     assert await engine.worker.drain() == 1
 
     effects = await side_effects(engine, out.run_id, "refund-1001")
@@ -209,7 +211,7 @@ async def test_a_shown_copy_changed_in_the_database_is_neither_shown_nor_decided
 ) -> None:
     run = await start_refund(engine)
     request_id = run.pending[0]
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         await conn.execute(
             "update approval_requests set shown = jsonb_set(shown, '{args,amount}', '12.0')"
             " where id = %s",
@@ -219,7 +221,7 @@ async def test_a_shown_copy_changed_in_the_database_is_neither_shown_nor_decided
     with pytest.raises(ShownCopyChanged):
         await engine.shown_request(request_id, viewer="local:sue")
     with pytest.raises(ShownCopyChanged):
-        await engine.decide(request_id, "approve", principal="sue")
+        await engine.decide_as_operator(request_id, "approve", principal="sue")
     listed = await engine.shown_requests(
         await engine.requests.search(RequestStatus.PENDING, 10), viewer="local:sue"
     )

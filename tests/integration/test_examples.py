@@ -70,7 +70,7 @@ async def _converse(engine: Engine, graph: str, message: str) -> tuple[str, Any,
     assert len(outcome.pending) == 1
     request = await engine.requests.get(outcome.pending[0])
     assert request is not None
-    await engine.decide(request.id, "approve", principal="bob")
+    await engine.decide_as_operator(request.id, "approve", principal="bob")
     assert await engine.worker.drain() == 1
     run = await engine.runs.get(outcome.run_id)
     assert run is not None

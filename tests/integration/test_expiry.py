@@ -15,7 +15,6 @@ import pytest
 from approvals.errors import RequestNotPending
 from approvals.model import Decision, OnExpiry, RequestStatus, Vote
 from graphs.worker import ExpirySweeper
-from storage.expiry import PgExpiry
 from tests.integration.expiry_graphs import GRAPHS
 from tests.integration.helpers import scalar, side_effects, start_refund
 from tests.integration.processes import cli, eventually
@@ -34,7 +33,7 @@ async def governed(database_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
 
 async def set_deadline(engine: Engine, request_id: str, seconds_from_now: float) -> None:
     """Move a request's deadline (into the past: it is due now)."""
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         await conn.execute(
             "update approval_requests set expires_at = now() + make_interval(secs => %s)"
             " where id = %s",
@@ -44,7 +43,7 @@ async def set_deadline(engine: Engine, request_id: str, seconds_from_now: float)
 
 async def request_events(engine: Engine, request_id: str) -> list[str]:
     """The kinds of a request's own events in the decision log (``request.*``), in order."""
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         rows = await (
             await conn.execute(
                 "select kind from audit_events where request_id = %s and kind like 'request.%%'"
@@ -56,7 +55,7 @@ async def request_events(engine: Engine, request_id: str) -> list[str]:
 
 
 async def audit_event(engine: Engine, request_id: str, kind: str) -> dict[str, Any]:
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         row = await (
             await conn.execute(
                 "select * from audit_events where request_id = %s and kind = %s",
@@ -72,7 +71,7 @@ async def test_a_request_past_its_deadline_expires_and_the_run_learns_it_was_rej
 ) -> None:
     run = await start_refund(engine)
     request_id = run.pending[0]
-    expiry = PgExpiry(engine.db)
+    expiry = engine.expiry
     assert not await expiry.sweep()  # not due yet: nothing happens
 
     await set_deadline(engine, request_id, -1)
@@ -102,7 +101,7 @@ async def test_a_request_past_its_deadline_expires_and_the_run_learns_it_was_rej
     assert "refund-1001" not in {e.call_id for e in await engine.ledger.for_run(run.run_id)}
     assert await request_events(engine, request_id) == ["request.created", "request.expired"]
     with pytest.raises(RequestNotPending) as refused:
-        await engine.decide(request_id, "approve", principal="bob")
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
     assert refused.value.status == "expired"
 
 
@@ -129,12 +128,12 @@ async def test_an_approval_after_the_deadline_is_refused_and_the_run_resumes_as_
 
         # The approver submits after the deadline, before any sweep: refused.
         with pytest.raises(RequestNotPending) as refused:
-            await engine.decide(request_id, "approve", principal="local:ann")
+            await engine.decide_as_operator(request_id, "approve", principal="local:ann")
         assert refused.value.status == "expired"
         assert await scalar(engine, "select count(*) from decisions") == 0
         assert await scalar(engine, "select count(*) from resume_queue") == 0
 
-        swept = await ExpirySweeper(expiry=PgExpiry(engine.db)).sweep()
+        swept = await ExpirySweeper(expiry=engine.expiry).sweep()
         assert swept.expired == (request_id,)
         assert await engine.worker.drain() == 1
         finished = await engine.runs.get(out.run_id)
@@ -149,13 +148,13 @@ async def test_an_approval_after_the_deadline_is_refused_and_the_run_resumes_as_
         expired = await audit_event(engine, request_id, "request.expired")
         assert expired["principal"] == "system:expiry"
         with pytest.raises(RequestNotPending):
-            await engine.decide(request_id, "approve", principal="local:ann")
+            await engine.decide_as_operator(request_id, "approve", principal="local:ann")
 
 
 async def test_deciders_racing_the_sweeper_at_the_deadline_give_exactly_one_outcome(
     engine: Engine,
 ) -> None:
-    expiry = PgExpiry(engine.db)
+    expiry = engine.expiry
     outcomes: set[RequestStatus] = set()
     for round_ in range(10):
         run = await start_refund(engine, principal=f"shop-{round_}")
@@ -167,7 +166,9 @@ async def test_deciders_racing_the_sweeper_at_the_deadline_give_exactly_one_outc
             # rounds none is and the sweeper takes the request.
             await asyncio.sleep(random.uniform(0.145, 0.2))
             try:
-                return await engine.decide(request_id, "approve", principal=f"approver-{i}")
+                return await engine.decide_as_operator(
+                    request_id, "approve", principal=f"approver-{i}"
+                )
             except RequestNotPending as exc:
                 return exc
 
@@ -214,7 +215,7 @@ async def test_an_escalation_chain_hands_the_request_on_then_expires_it(governed
         {"approvers": ["finance"], "expires_in_seconds": 3600}
     ]
     assert request.escalation_level == 0
-    expiry = PgExpiry(governed.db)
+    expiry = governed.expiry
 
     await set_deadline(governed, request_id, -1)
     first = await expiry.sweep()
@@ -257,8 +258,8 @@ async def test_an_escalated_request_is_decided_by_its_new_group_in_time(governed
     out = await governed.runner.start("escalating", {"message": "refund 1001"}, principal="shop")
     request_id = out.pending[0]
     await set_deadline(governed, request_id, -1)
-    assert (await PgExpiry(governed.db).sweep()).escalated == (request_id,)
-    decision = await governed.decide(request_id, "approve", principal="local:fin")
+    assert (await governed.expiry.sweep()).escalated == (request_id,)
+    decision = await governed.decide_as_operator(request_id, "approve", principal="local:fin")
     assert isinstance(decision, Decision)
     assert await governed.worker.drain() == 1
     assert len(await side_effects(governed, out.run_id, "refund-1001")) == 1
@@ -271,21 +272,23 @@ async def test_a_quorum_vote_after_the_deadline_is_refused_and_votes_survive_esc
         "escalating_quorum", {"message": "refund 1001"}, principal="shop"
     )
     request_id = out.pending[0]
-    assert isinstance(await governed.decide(request_id, "approve", principal="local:sup"), Vote)
+    assert isinstance(
+        await governed.decide_as_operator(request_id, "approve", principal="local:sup"), Vote
+    )
 
     # Past the deadline, before the sweep: the vote path refuses too.
     await set_deadline(governed, request_id, -1)
     with pytest.raises(RequestNotPending) as refused:
-        await governed.decide(request_id, "approve", principal="local:sup2")
+        await governed.decide_as_operator(request_id, "approve", principal="local:sup2")
     assert refused.value.status == "expired"
     assert await governed.requests.votes(request_id) == ["local:sup"]
 
     # Escalated: the vote already cast still counts, and the next approver completes the quorum.
-    assert (await PgExpiry(governed.db).sweep()).escalated == (request_id,)
+    assert (await governed.expiry.sweep()).escalated == (request_id,)
     request = await governed.requests.get(request_id)
     assert request is not None
     assert request.approvers == ("finance", "risk")
-    decision = await governed.decide(request_id, "approve", principal="local:fin")
+    decision = await governed.decide_as_operator(request_id, "approve", principal="local:fin")
     assert isinstance(decision, Decision)
     assert await governed.worker.drain() == 1
     assert len(await side_effects(governed, out.run_id, "refund-1001")) == 1
@@ -296,9 +299,7 @@ async def test_the_running_worker_expires_and_resumes_on_its_own(database_url: s
     async with open_engine(database_url, settings) as engine:
         run = await start_refund(engine)
         stop = asyncio.Event()
-        sweeper = ExpirySweeper(
-            expiry=PgExpiry(engine.db), interval=settings.sweep_interval_seconds
-        )
+        sweeper = ExpirySweeper(expiry=engine.expiry, interval=settings.sweep_interval_seconds)
         tasks = asyncio.gather(engine.worker.run(stop), sweeper.run(stop))
         try:
             await set_deadline(engine, run.pending[0], -1)

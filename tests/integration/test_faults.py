@@ -37,7 +37,7 @@ async def test_a_worker_killed_after_the_tool_before_its_checkpoint_does_not_rer
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     paused = {**cli_env, "APPROVALS_FAULT_PAUSE_AFTER_TOOL": "120"}
     worker = await spawn(paused, "worker")
 
@@ -146,7 +146,7 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
         try:
             async with open_engine(url, settings) as engine:
                 for run in runs[:4]:
-                    await engine.decide(run.pending[0], "approve", principal="bob")
+                    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
 
                 async def resuming() -> bool:
                     effects = [await side_effects(engine, r.run_id, "refund-1001") for r in runs]
@@ -164,7 +164,7 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
             assert start_embedded(data_dir) == url
             async with open_engine(url, settings) as engine:
                 for run in runs[4:]:
-                    await engine.decide(run.pending[0], "approve", principal="bob")
+                    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
 
                 async def settled() -> bool:
                     """Every run completed, or waiting for an operator to reconcile a call the
@@ -199,14 +199,14 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
                                 [e.status.value for e in executions],
                             )
                         )
-                    jobs = await engine.db.all("queued_jobs", {})
+                    jobs = await engine._db.all("queued_jobs", {})  # the raw queue, to explain
                     raise AssertionError(f"not settled: {report} queued: {jobs}") from None
                 assert worker.returncode is None  # the worker rode out the restart
                 # An operator reconciles what the restart interrupted: the refund went out.
                 for run in runs:
                     for request_id in await reconcile_requests(run.run_id):
                         assert await side_effects(engine, run.run_id, "refund-1001")
-                        await engine.decide(request_id, "approve", principal="olga")
+                        await engine.decide_as_operator(request_id, "approve", principal="olga")
 
                 async def all_completed() -> bool:
                     got = [await engine.runs.get(r.run_id) for r in runs]

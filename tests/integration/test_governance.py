@@ -17,10 +17,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from approvals.errors import InvalidDecision
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
-from graphs.governance import Governance
 from graphs.examples.effects import extras
+from graphs.governance import Governance
 from graphs.run_config import engine_configurable
-from storage.ops import PgOperations
 from tests.integration.governed_graphs import GRAPHS, DenyOutput
 from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine
@@ -204,8 +203,10 @@ async def test_an_escalated_answer_waits_for_a_human_who_cannot_edit_it(
     assert request.allow_edit is False
     assert "Refunded" not in await history_text(governed, "escalate_output", out.thread_id)
     with pytest.raises(InvalidDecision):
-        await governed.decide(request_id, "approve", principal="bob", args={"content": "x"})
-    await governed.decide(request_id, "approve", principal="bob")
+        await governed.decide_as_operator(
+            request_id, "approve", principal="bob", args={"content": "x"}
+        )
+    await governed.decide_as_operator(request_id, "approve", principal="bob")
     await governed.worker.drain()
     run = await governed.runs.get(out.run_id)
     assert run is not None
@@ -219,7 +220,7 @@ async def test_a_thread_cancelled_while_its_answer_waits_for_review_takes_new_in
 ) -> None:
     out = await governed.runner.start("escalate_output", {"message": "refund 1001"}, principal="a")
     assert out.status == "waiting", out
-    await PgOperations(governed.db).cancel(out.run_id, principal="ops", reason=None)
+    await governed.operations.cancel(out.run_id, principal="ops", reason=None)
     follow_up = await governed.runner.start(
         "escalate_output", {"message": "refund 1002"}, principal="a", thread_id=out.thread_id
     )
@@ -238,7 +239,7 @@ async def test_a_thread_cancelled_while_its_input_waits_for_review_takes_new_inp
     request = await governed.requests.get(out.pending[0])
     assert request is not None
     assert request.tool == "@input"
-    await PgOperations(governed.db).cancel(out.run_id, principal="ops", reason=None)
+    await governed.operations.cancel(out.run_id, principal="ops", reason=None)
     follow_up = await governed.runner.start(
         "escalate_input", {"message": "refund 1001"}, principal="a", thread_id=out.thread_id
     )
@@ -261,7 +262,7 @@ async def test_evaluate_only_records_what_would_happen_and_changes_nothing(
 async def test_parallel_strictest_lets_the_escalation_win(governed: Engine) -> None:
     out = await governed.runner.start("strictest", {"message": "refund 1001"}, principal="a")
     assert out.status == "waiting", out
-    await governed.decide(out.pending[0], "approve", principal="bob")
+    await governed.decide_as_operator(out.pending[0], "approve", principal="bob")
     await governed.worker.drain()
     run = await governed.runs.get(out.run_id)
     assert run is not None
@@ -271,7 +272,7 @@ async def test_parallel_strictest_lets_the_escalation_win(governed: Engine) -> N
 
 async def test_a_run_keeps_one_trail_of_records_across_its_pause(engine: Engine) -> None:
     out = await engine.runner.start("refund", {"message": "refund 1001"}, principal="alice")
-    await engine.decide(out.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(out.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     rows = await records(engine, out.run_id)
     sequences = [r["sequence"] for r in rows]

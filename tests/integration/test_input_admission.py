@@ -38,7 +38,7 @@ async def stored(engine: Engine, thread_id: str) -> tuple[int, bytes]:
     """Every row LangGraph's saver holds for the thread (checkpoints, channel blobs, pending
     writes), raw: how many, and all their bytes as one string to search."""
     rows: list[dict[str, Any]] = []
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         for table in CHECKPOINT_TABLES:
             cursor = await conn.execute(
                 f"select * from {table} where thread_id = %s",  # noqa: S608 (fixed names)
@@ -49,7 +49,7 @@ async def stored(engine: Engine, thread_id: str) -> tuple[int, bytes]:
 
 
 async def run_row(engine: Engine, run_id: str) -> bytes:
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         cursor = await conn.execute("select * from runs where id = %s", (run_id,))
         row = await cursor.fetchone()
     assert row is not None
@@ -122,7 +122,7 @@ async def test_an_input_sent_to_a_human_waits_in_the_graph_and_starts_up_once(
     request = await governed.requests.get(request_id)
     assert request is not None
     assert (request.tool, request.shown["content"]) == ("@input", "refund 1005")
-    await governed.decide(request_id, "approve", principal="bob")
+    await governed.decide_as_operator(request_id, "approve", principal="bob")
     await governed.worker.drain()
     run = await governed.runs.get(out.run_id)
     assert run is not None

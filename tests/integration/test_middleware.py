@@ -30,7 +30,6 @@ from approvals.model import Decision, ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.run_config import NotRunByEngine, engine_configurable
 from graphs.tools import from_langchain
-from storage.ops import PgOperations
 from tests.integration import middleware_graphs
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.processes import cli, eventually, spawn
@@ -71,7 +70,7 @@ async def test_a_gated_call_waits_with_its_request_recorded_and_runs_once_after_
     assert set(request.args_schema["properties"]) == {"order_id", "amount"}
     assert await side_effects(lc, out.run_id, "refund-1001") == []
 
-    await lc.decide(request_id, "approve", principal="bob")
+    await lc.decide_as_operator(request_id, "approve", principal="bob")
     assert await lc.worker.drain() == 1
 
     run = await lc.runs.get(out.run_id)
@@ -92,7 +91,9 @@ async def test_a_gated_call_waits_with_its_request_recorded_and_runs_once_after_
 
 async def test_a_rejection_reaches_the_model_with_its_reason_and_nothing_runs(lc: Engine) -> None:
     out = await _start(lc, "refund 1001 25")
-    await lc.decide(out.pending[0], "reject", principal="bob", reason="over the monthly limit")
+    await lc.decide_as_operator(
+        out.pending[0], "reject", principal="bob", reason="over the monthly limit"
+    )
     await lc.worker.drain()
     run = await lc.runs.get(out.run_id)
     assert run is not None
@@ -109,7 +110,7 @@ async def test_a_rejection_reaches_the_model_with_its_reason_and_nothing_runs(lc
 
 async def test_an_edit_runs_the_edited_arguments_only(lc: Engine) -> None:
     out = await _start(lc, "refund 1001 25")
-    await lc.decide(
+    await lc.decide_as_operator(
         out.pending[0], "approve", principal="bob", args={"order_id": "1001", "amount": 10}
     )
     await lc.worker.drain()
@@ -124,7 +125,7 @@ async def test_an_edit_runs_the_edited_arguments_only(lc: Engine) -> None:
 async def test_an_edit_is_validated_against_what_the_model_may_set(lc: Engine) -> None:
     out = await _start(lc, "refund 1001 25")
     with pytest.raises(EditedArgumentsInvalid):
-        await lc.decide(
+        await lc.decide_as_operator(
             out.pending[0], "approve", principal="bob", args={"order_id": "1001", "amount": "lots"}
         )
     request = await lc.requests.get(out.pending[0])
@@ -140,13 +141,13 @@ async def test_calls_of_one_turn_are_decided_independently(lc: Engine) -> None:
         request = await lc.requests.get(request_id)
         assert request is not None
         by_call[request.call_id] = request_id
-    await lc.decide(by_call["refund-1002"], "reject", principal="bob", reason="no")
+    await lc.decide_as_operator(by_call["refund-1002"], "reject", principal="bob", reason="no")
     await lc.worker.drain()
     run = await lc.runs.get(out.run_id)
     assert run is not None
     assert run.status == "waiting"
     assert await side_effects(lc, out.run_id, "refund-1002") == []
-    await lc.decide(by_call["refund-1001"], "approve", principal="bob")
+    await lc.decide_as_operator(by_call["refund-1001"], "approve", principal="bob")
     await lc.worker.drain()
     run = await lc.runs.get(out.run_id)
     assert run is not None
@@ -160,7 +161,7 @@ async def test_two_workers_draining_at_once_run_each_approved_call_once(
 ) -> None:
     runs = [await _start(lc, "refund 1001 25") for _ in range(6)]
     for out in runs:
-        await lc.decide(out.pending[0], "approve", principal="bob")
+        await lc.decide_as_operator(out.pending[0], "approve", principal="bob")
     settings = Settings(
         database_url=database_url, config_file=tmp_path / "none.toml", graphs=GRAPHS
     )
@@ -178,8 +179,8 @@ async def test_racing_decisions_have_one_winner_and_agree_with_what_ran(lc: Engi
     for _ in range(4):
         out = await _start(lc, "refund 1001 25")
         results = await asyncio.gather(
-            lc.decide(out.pending[0], "approve", principal="ann"),
-            lc.decide(out.pending[0], "reject", principal="rob", reason="no"),
+            lc.decide_as_operator(out.pending[0], "approve", principal="ann"),
+            lc.decide_as_operator(out.pending[0], "reject", principal="rob", reason="no"),
             return_exceptions=True,
         )
         won = [r for r in results if not isinstance(r, BaseException)]
@@ -237,8 +238,8 @@ async def test_a_json_schema_tool_waits_and_runs_its_edited_arguments(lc: Engine
     assert request.shown["args"] == {"n": 5}
     assert request.args_schema["properties"] == {"n": {"type": "integer", "maximum": 100}}
     with pytest.raises(EditedArgumentsInvalid):
-        await lc.decide(out.pending[0], "approve", principal="bob", args={"n": 101})
-    await lc.decide(out.pending[0], "approve", principal="bob", args={"n": 41})
+        await lc.decide_as_operator(out.pending[0], "approve", principal="bob", args={"n": 101})
+    await lc.decide_as_operator(out.pending[0], "approve", principal="bob", args={"n": 41})
     await lc.worker.drain()
     run = await lc.runs.get(out.run_id)
     assert run is not None
@@ -288,7 +289,7 @@ async def test_a_compiled_agent_without_a_checkpointer_gets_the_engines_and_paus
         assert listed.name == "refund_anything"
         assert listed.sensitive
         out = await _start(engine, "refund 1001 25", graph="shop")
-        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(out.pending[0], "approve", principal="bob")
         await engine.worker.drain()
         run = await engine.runs.get(out.run_id)
         assert run is not None
@@ -337,7 +338,7 @@ async def _approve_all(engine: Engine, run_id: str) -> Any:
         if run.status != "waiting":
             return run
         for request in await _pending(engine, run_id):
-            await engine.decide(request.id, "approve", principal="bob")
+            await engine.decide_as_operator(request.id, "approve", principal="bob")
         await engine.worker.drain()
     raise AssertionError("the run kept waiting")
 
@@ -380,7 +381,7 @@ async def test_an_input_a_human_must_read_pauses_the_agent_until_approved(hooked
     assert out.status == "waiting", out
     [request] = await _pending(hooked, out.run_id)
     assert request.tool == "@input"
-    await hooked.decide(request.id, "approve", principal="bob")
+    await hooked.decide_as_operator(request.id, "approve", principal="bob")
     await hooked.worker.drain()
     # Past the input, the refund itself waits for its own decision.
     [refund] = await _pending(hooked, out.run_id)
@@ -395,7 +396,7 @@ async def test_a_rejected_input_ends_the_run_blocked_without_the_message(hooked:
         "escalate_input", {"message": "refund 1005 25"}, principal="alice"
     )
     [request] = await _pending(hooked, out.run_id)
-    await hooked.decide(request.id, "reject", principal="bob", reason="no")
+    await hooked.decide_as_operator(request.id, "reject", principal="bob", reason="no")
     await hooked.worker.drain()
     run = await hooked.runs.get(out.run_id)
     assert run is not None
@@ -428,7 +429,7 @@ async def test_a_denied_answer_blocks_the_run_and_is_kept_nowhere(hooked: Engine
 
 async def test_an_answer_a_human_must_read_waits_for_approval(hooked: Engine) -> None:
     out = await hooked.runner.start("escalate_output", {"message": "refund 1001 25"}, principal="a")
-    await hooked.decide(out.pending[0], "approve", principal="bob")
+    await hooked.decide_as_operator(out.pending[0], "approve", principal="bob")
     await hooked.worker.drain()
     [review] = await _pending(hooked, out.run_id)
     assert review.tool == "@output"
@@ -502,7 +503,7 @@ async def test_an_approval_inside_a_nested_agent_pauses_and_resumes_the_whole_ru
         out = await _start(engine, "refund 1001 25", graph="desk")
         [request_id] = out.pending
         assert await side_effects(engine, out.run_id, "refund-1001") == []
-        await engine.decide(request_id, "approve", principal="bob")
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
         assert await engine.worker.drain() == 1
         run = await engine.runs.get(out.run_id)
         assert run is not None
@@ -527,7 +528,7 @@ async def test_a_deny_inside_a_nested_agent_blocks_the_run_its_parent_runs(nest:
     """The parent's state holds only messages: the run still ends blocked, not completed
     with the user's own message as its answer."""
     out = await _start(nest, "refund 1001 25", graph="nested_deny_output")
-    await nest.decide(out.pending[0], "approve", principal="bob")
+    await nest.decide_as_operator(out.pending[0], "approve", principal="bob")
     await nest.worker.drain()
     run = await nest.runs.get(out.run_id)
     assert run is not None
@@ -573,9 +574,11 @@ async def test_a_governed_tool_node_pauses_and_runs_the_approved_call_once(
         for _ in range(4):
             for request in await _pending(engine, out.run_id):
                 if request.call_id == "refund-1001":
-                    await engine.decide(request.id, "approve", principal="bob")
+                    await engine.decide_as_operator(request.id, "approve", principal="bob")
                 else:
-                    await engine.decide(request.id, "reject", principal="bob", reason="fraud")
+                    await engine.decide_as_operator(
+                        request.id, "reject", principal="bob", reason="fraud"
+                    )
                 decided.add(request.call_id)
             await engine.worker.drain()
         assert decided == {"refund-1001", "refund-1002"}
@@ -594,7 +597,7 @@ async def test_a_worker_killed_during_a_middleware_tool_is_reconciled_never_reru
     lc: Engine, cli_env: dict[str, str]
 ) -> None:
     out = await _start(lc, "refund 1001 25")
-    await lc.decide(out.pending[0], "approve", principal="bob")
+    await lc.decide_as_operator(out.pending[0], "approve", principal="bob")
     env = {
         **cli_env,
         "APPROVALS_GRAPHS": json.dumps(GRAPHS),
@@ -613,7 +616,7 @@ async def test_a_worker_killed_during_a_middleware_tool_is_reconciled_never_reru
     assert unknown.status is ExecutionStatus.OUTCOME_UNKNOWN
     [reconcile] = await _pending(lc, out.run_id)
     assert reconcile.tool == "@reconcile:issue_refund"
-    await lc.decide(reconcile.id, "approve", principal="olga")
+    await lc.decide_as_operator(reconcile.id, "approve", principal="olga")
     assert (await cli(env, "worker", "--drain")).json() == {"resumed": 1}
     run = await lc.runs.get(out.run_id)
     assert run is not None
@@ -655,10 +658,10 @@ async def test_an_mcp_tool_is_validated_by_its_schema_paused_and_run_once(
                 "type": "number",
             }
             with pytest.raises(EditedArgumentsInvalid):
-                await engine.decide(
+                await engine.decide_as_operator(
                     out.pending[0], "approve", principal="bob", args={"order_id": "1001"}
                 )
-            await engine.decide(
+            await engine.decide_as_operator(
                 out.pending[0],
                 "approve",
                 principal="bob",
@@ -695,7 +698,7 @@ async def test_a_run_takes_the_agents_own_input_and_state_fields(
         assert request is not None
         # Injected from the state: not the model's to set, not shown as a parameter.
         assert request.shown["args"] == {"order_id": "1001", "amount": 25.0}
-        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(out.pending[0], "approve", principal="bob")
         await engine.worker.drain()
         [effect] = await side_effects(engine, out.run_id, "refund-1001")
         assert effect["args"]["customer_id"] == "c-7"
@@ -755,7 +758,7 @@ async def test_graphs_are_read_from_an_existing_langgraph_json(
     async with open_engine(database_url, settings) as engine:
         assert "shop" in engine.registry.names()
         out = await _start(engine, "refund 1001 25", graph="shop")
-        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(out.pending[0], "approve", principal="bob")
         await engine.worker.drain()
         run = await engine.runs.get(out.run_id)
         assert run is not None
@@ -776,7 +779,7 @@ async def test_a_tool_that_returns_a_command_runs_once_and_its_update_applies(
     )
     async with open_engine(database_url, settings) as engine:
         out = await _start(engine, "refund 1001 25", graph="noted")
-        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(out.pending[0], "approve", principal="bob")
         await engine.worker.drain()
         run = await engine.runs.get(out.run_id)
         assert run is not None
@@ -797,7 +800,7 @@ async def test_a_thread_whose_middleware_run_was_cancelled_takes_new_input(lc: E
         await lc.runner.start(
             "lc_refund", {"message": "refund 1002 40"}, principal="alice", thread_id=out.thread_id
         )
-    await PgOperations(lc.db).cancel(out.run_id, principal="ops", reason="wrong order")
+    await lc.operations.cancel(out.run_id, principal="ops", reason="wrong order")
     follow_up = await lc.runner.start(
         "lc_refund", {"message": "refund 1002 40"}, principal="alice", thread_id=out.thread_id
     )
@@ -814,7 +817,7 @@ async def test_a_thread_whose_input_review_was_cancelled_takes_new_input(hooked:
         "escalate_input", {"message": "refund 1005 25"}, principal="alice"
     )
     assert out.status == "waiting"
-    await PgOperations(hooked.db).cancel(out.run_id, principal="ops", reason="not today")
+    await hooked.operations.cancel(out.run_id, principal="ops", reason="not today")
     follow_up = await hooked.runner.start(
         "escalate_input", {"message": "refund 1001 25"}, principal="alice", thread_id=out.thread_id
     )
@@ -839,7 +842,7 @@ async def test_allowed_decisions_and_description_shape_the_request(
         assert request.reason == "Check the amount first"
         assert not request.allow_edit
         with pytest.raises(InvalidDecision):
-            await engine.decide(
+            await engine.decide_as_operator(
                 out.pending[0], "approve", principal="bob", args={"order_id": "1001", "amount": 1}
             )
         assert await side_effects(engine, out.run_id, "refund-1001") == []
@@ -865,7 +868,7 @@ async def test_context_and_configurable_reach_the_tools_also_after_the_pause(
         }
         out = await engine.runner.start("ctx", given, principal="alice")
         assert out.status == "waiting", out
-        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(out.pending[0], "approve", principal="bob")
         await engine.worker.drain()
         run = await engine.runs.get(out.run_id)
         assert run is not None
@@ -904,7 +907,7 @@ async def test_governed_tools_keep_their_conditions_and_sensitivity_in_create_ag
         assert await scalar(engine, "select count(*) from approval_requests") == 0
         # Marked sensitive, with no policy: a human decides, as under build_agent.
         out = await _start(engine, "refund 1001 25", graph="gov")
-        await engine.decide(out.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(out.pending[0], "approve", principal="bob")
         await engine.worker.drain()
         [effect] = await side_effects(engine, out.run_id, "refund-1001")
         assert effect["args"]["key"] == idempotency_key(run_id=out.run_id, call_id="refund-1001")

@@ -21,7 +21,6 @@ from approvals.notify import (
     signature_headers,
     verify_signature,
 )
-from storage.notifications import PgNotifications
 from tests.integration.helpers import scalar, start_refund
 from tests.integration.processes import cli, eventually, spawn
 from tests.integration.receivers import HttpReceiver, MailRecorder, http_receiver, smtp_receiver
@@ -88,7 +87,7 @@ def notifying(
 
 
 def notifier_for(engine: Engine, settings: Settings) -> Notifier:
-    return Notifier.from_settings(PgNotifications(engine.db), settings)
+    return Notifier.from_settings(engine.notifications, settings)
 
 
 async def pass_until(notifier: Notifier, done: Any, timeout: float = 10.0) -> None:
@@ -177,7 +176,7 @@ async def test_a_waiting_call_is_announced_once_on_every_channel_signed_and_with
     assert link in content
     assert "ada@example.com" not in content
 
-    deliveries = await PgNotifications(engine.db).for_request(request_id)
+    deliveries = await engine.notifications.for_request(request_id)
     assert sorted((d["channel"], d["event"], d["status"], d["attempts"]) for d in deliveries) == [
         ("email", "waiting", "sent", 1),
         ("slack", "waiting", "sent", 1),
@@ -223,7 +222,7 @@ async def test_a_failing_receiver_is_retried_with_backoff_and_every_attempt_is_l
     assert len({r.headers[DELIVERY_HEADER] for r in hook.requests}) == 1
     for index in range(3):
         verified(hook, index)
-    log = await PgNotifications(engine.db).attempts(request_id)
+    log = await engine.notifications.attempts(request_id)
     assert [(a["attempt"], a["status"], a["response_code"]) for a in log] == [
         (1, "retry", 500),
         (2, "retry", 500),
@@ -297,14 +296,14 @@ async def test_a_receiver_that_keeps_failing_is_given_up_after_the_last_attempt(
         await asyncio.sleep(0.3)
         assert await notifier.run_once() == 0
     assert len(hook.requests) == 3
-    log = await PgNotifications(engine.db).attempts(request_id)
+    log = await engine.notifications.attempts(request_id)
     assert [(a["status"], a["response_code"]) for a in log] == [
         ("retry", 503),
         ("retry", 503),
         ("failed", 503),
     ]
     assert "gave up after 3 attempts" in log[-1]["error"]
-    [delivery] = await PgNotifications(engine.db).for_request(request_id)
+    [delivery] = await engine.notifications.for_request(request_id)
     assert delivery["status"] == "failed"
 
 
@@ -316,7 +315,7 @@ async def test_a_4xx_answer_is_not_retried(engine: Engine, settings: Settings) -
         await asyncio.sleep(0.1)
         assert await notifier.run_once() == 0
     assert len(hook.requests) == 1
-    log = await PgNotifications(engine.db).attempts(request_id)
+    log = await engine.notifications.attempts(request_id)
     assert [(a["attempt"], a["status"], a["response_code"]) for a in log] == [(1, "failed", 400)]
 
 
@@ -332,7 +331,7 @@ async def test_an_unreachable_receiver_is_retried_and_the_error_logged(
     await notifier.run_once()
     await asyncio.sleep(0.05)
     await notifier.run_once()
-    log = await PgNotifications(engine.db).attempts(request_id)
+    log = await engine.notifications.attempts(request_id)
     assert [(a["status"], a["response_code"]) for a in log] == [("retry", None), ("failed", None)]
     assert "ConnectError" in log[0]["error"]
 
@@ -372,11 +371,11 @@ async def test_retries_stop_once_the_request_is_decided(engine: Engine, settings
         notifier = notifier_for(engine, notifying(settings, hook=hook, notify_backoff_seconds=0.05))
         decided = (await start_refund(engine)).pending[0]
         assert await notifier.run_once() == 1
-        await engine.decide(decided, "approve", principal="support:lead")
+        await engine.decide_as_operator(decided, "approve", principal="support:lead")
         await asyncio.sleep(0.1)
         assert await notifier.run_once() == 0
     assert len(hook.requests) == 1
-    [delivery] = await PgNotifications(engine.db).for_request(decided)
+    [delivery] = await engine.notifications.for_request(decided)
     assert delivery["status"] == "cancelled"
 
 
@@ -396,7 +395,7 @@ async def test_an_escalation_replaces_the_retries_of_the_level_before(
         "request.waiting",
         "request.escalated",
     ]
-    deliveries = await PgNotifications(engine.db).for_request(request_id)
+    deliveries = await engine.notifications.for_request(request_id)
     assert [(d["escalation_level"], d["status"]) for d in deliveries] == [
         (0, "cancelled"),
         (1, "sent"),

@@ -14,7 +14,6 @@ from psycopg import sql
 
 from approvals.errors import RequestNotPending, RunEnded, RunNotFound, ThreadBusy
 from approvals.model import JobStatus, RequestStatus, RunStatus
-from storage.ops import PgOperations
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
 from tests.integration.processes import cli
 from web.engine import Engine
@@ -35,14 +34,14 @@ async def count(engine: Engine, table: str, thread_id: str | None = None) -> int
     query = sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier(table))
     if thread_id is not None:
         query += sql.SQL(" WHERE thread_id = {}").format(sql.Literal(thread_id))
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         row = await (await conn.execute(query)).fetchone()
     assert row is not None
     return int(row["n"])
 
 
 async def job_statuses(engine: Engine, run_id: str) -> list[str]:
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         rows = await (
             await conn.execute("SELECT status FROM resume_queue WHERE run_id = %s", (run_id,))
         ).fetchall()
@@ -126,8 +125,8 @@ async def test_cancel_exit_codes(engine: Engine, cli_env: dict[str, str]) -> Non
 
 async def test_cancelling_skips_the_queued_resume_of_a_decided_call(engine: Engine) -> None:
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "approve", principal="bob")
-    cancelled = await PgOperations(engine.db).cancel(run.run_id, principal="ops", reason=None)
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    cancelled = await engine.operations.cancel(run.run_id, principal="ops", reason=None)
     assert (cancelled.requests, cancelled.jobs) == (0, 1)
     assert await job_statuses(engine, run.run_id) == [JobStatus.SKIPPED]
     assert await engine.worker.drain() == 0
@@ -139,12 +138,12 @@ async def test_a_job_the_cancel_could_not_lock_is_skipped_by_the_worker(engine: 
     # The job is held (as a worker's claim holds it) while the cancel runs, so the cancel leaves
     # it queued; the worker that then claims it must find the run cancelled and not resume it.
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "approve", principal="bob")
-    async with engine.db.pool.connection() as holder, holder.transaction():
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    async with engine.connection() as holder, holder.transaction():
         await holder.execute(
             "SELECT id FROM resume_queue WHERE run_id = %s FOR UPDATE", (run.run_id,)
         )
-        cancelled = await PgOperations(engine.db).cancel(run.run_id, principal="ops", reason=None)
+        cancelled = await engine.operations.cancel(run.run_id, principal="ops", reason=None)
         assert cancelled.jobs == 0
     assert await job_statuses(engine, run.run_id) == [JobStatus.QUEUED]
     assert await engine.worker.drain() == 1
@@ -163,7 +162,7 @@ async def test_a_thread_whose_run_was_cancelled_while_waiting_takes_new_input(
         await engine.runner.start(
             "refund", {"message": "refund 1002"}, principal="alice", thread_id=run.thread_id
         )
-    await PgOperations(engine.db).cancel(run.run_id, principal="ops", reason="wrong order")
+    await engine.operations.cancel(run.run_id, principal="ops", reason="wrong order")
 
     follow_up = await engine.runner.start(
         "refund", {"message": "refund 1002"}, principal="alice", thread_id=run.thread_id
@@ -186,8 +185,8 @@ async def test_a_thread_whose_run_was_cancelled_while_waiting_takes_new_input(
 
     # The old request stays cancelled; the new run's request is the one waiting.
     with pytest.raises(RequestNotPending):
-        await engine.decide(run.pending[0], "approve", principal="bob")
-    await engine.decide(follow_up.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(follow_up.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     done = await engine.runs.get(follow_up.run_id)
     assert done is not None
@@ -200,7 +199,7 @@ async def test_a_thread_whose_run_was_cancelled_while_waiting_takes_new_input(
 
 async def test_a_cancel_waits_for_the_step_in_progress(engine: Engine) -> None:
     run = await start_refund(engine)
-    operations = PgOperations(engine.db)
+    operations = engine.operations
     async with thread_lock(engine, run.thread_id):
         cancelling = asyncio.create_task(
             operations.cancel(run.run_id, principal="ops", reason=None)
@@ -231,7 +230,7 @@ async def test_a_cancelled_run_stays_cancelled(engine: Engine) -> None:
 
 
 async def test_cancelling_an_ended_or_unknown_run_is_refused(engine: Engine) -> None:
-    operations = PgOperations(engine.db)
+    operations = engine.operations
     run = await start_refund(engine)
     await operations.cancel(run.run_id, principal="ops", reason="first")
     with pytest.raises(RunEnded) as ended:
@@ -242,13 +241,13 @@ async def test_cancelling_an_ended_or_unknown_run_is_refused(engine: Engine) -> 
 
 
 async def test_a_decision_racing_a_cancel_never_resumes_the_run(engine: Engine) -> None:
-    operations = PgOperations(engine.db)
+    operations = engine.operations
     outcomes = set()
     for _ in range(8):
         run = await start_refund(engine)
         request_id = run.pending[0]
         decided, cancelled = await asyncio.gather(
-            engine.decide(request_id, "approve", principal="bob"),
+            engine.decide_as_operator(request_id, "approve", principal="bob"),
             operations.cancel(run.run_id, principal="ops", reason="race"),
             return_exceptions=True,
         )
@@ -273,7 +272,7 @@ async def test_a_decision_racing_a_cancel_never_resumes_the_run(engine: Engine) 
 
 
 async def backdate(engine: Engine, run_id: str, days: int) -> None:
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         await conn.execute(
             "UPDATE runs SET updated_at = now() - make_interval(days => %s) WHERE id = %s",
             (days, run_id),
@@ -285,7 +284,7 @@ async def completed_refund(engine: Engine, thread_id: str | None = None) -> str:
     run = await engine.runner.start(
         "refund", {"message": "refund 1001"}, principal="alice", thread_id=thread_id
     )
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     assert await engine.worker.drain() == 1
     stored = await engine.runs.get(run.run_id)
     assert stored is not None
@@ -309,7 +308,7 @@ async def test_retention_prunes_checkpoints_of_old_finished_runs_only(
         "refund", {"message": "refund 1002"}, principal="alice", thread_id="customer-7"
     )
     cancelled_old = (await start_refund(engine)).run_id
-    await PgOperations(engine.db).cancel(cancelled_old, principal="ops", reason=None)
+    await engine.operations.cancel(cancelled_old, principal="ops", reason=None)
     await backdate(engine, cancelled_old, 31)
 
     threads = {
@@ -375,7 +374,7 @@ async def test_prune_runs_in_batches_and_leaves_busy_threads(engine: Engine) -> 
         run = await engine.runner.start("refund", {"message": "refund 1003"}, principal="alice")
         await backdate(engine, run.run_id, 10)
         runs.append(run)
-    operations = PgOperations(engine.db)
+    operations = engine.operations
     # A step holding one thread's lock: that thread waits for a later prune.
     async with thread_lock(engine, runs[0].thread_id):
         pruned = await operations.prune(timedelta(days=7), principal="ops", batch=2)
@@ -393,7 +392,7 @@ async def test_prune_runs_in_batches_and_leaves_busy_threads(engine: Engine) -> 
 @pytest.mark.slow
 async def test_json_logs_are_one_object_per_line(engine: Engine, cli_env: dict[str, str]) -> None:
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     env = cli_env | {"APPROVALS_LOG_FORMAT": "json"}
     drained = await cli(env, "worker", "--drain")
     assert drained.code == 0, drained.stderr
@@ -411,7 +410,7 @@ async def test_json_logs_are_one_object_per_line(engine: Engine, cli_env: dict[s
 
     # The default stays one readable line per record.
     second = await start_refund(engine)
-    await engine.decide(second.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(second.pending[0], "approve", principal="bob")
     text = await cli(cli_env, "worker", "--drain")
     assert text.code == 0, text.stderr
     assert f"INFO approvals.worker: resuming run {second.run_id}" in text.stderr

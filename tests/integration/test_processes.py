@@ -42,7 +42,7 @@ async def test_two_worker_processes_draining_at_once_resume_each_run_once(
 ) -> None:
     runs = [await start_refund(engine) for _ in range(6)]
     for run in runs:
-        await engine.decide(run.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     results = await asyncio.gather(
         cli(cli_env, "worker", "--drain"), cli(cli_env, "worker", "--drain")
     )
@@ -67,7 +67,7 @@ async def test_a_worker_killed_after_claiming_loses_nothing(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     async with thread_lock(engine, run.thread_id):
         # The worker claims the job, then waits for the thread lock we hold: killed there,
         # the decision is consumed and the resume has not finished.
@@ -89,7 +89,7 @@ async def test_a_worker_killed_during_the_tool_is_reconciled_never_rerun(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     slow = {**cli_env, "APPROVALS_DEMO_TOOL_DELAY": "120"}
     worker = await spawn(slow, "worker")
     # The side effect happened; the tool has not returned, the ledger still says "started".
@@ -131,7 +131,7 @@ async def test_a_running_worker_wakes_on_a_decision(
     try:
         run = await start_refund(engine)
         await asyncio.sleep(2)  # let the worker start listening
-        await engine.decide(run.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
 
         async def completed() -> bool:
             found = await engine.runs.get(run.run_id)
@@ -161,7 +161,7 @@ async def test_a_starter_killed_once_the_request_is_recorded_loses_nothing(
     await starter.wait()
     # Killed somewhere between recording the request and settling the run: whichever, the
     # decision must still lead to exactly one execution and a finished run.
-    await engine.decide(request_id, "approve", principal="bob")
+    await engine.decide_as_operator(request_id, "approve", principal="bob")
     drained = await cli(cli_env, "worker", "--drain")
     assert drained.code == 0, drained.stderr
     request = await engine.requests.get(request_id)

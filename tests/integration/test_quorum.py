@@ -39,18 +39,18 @@ async def paused(engine: Engine) -> tuple[str, str]:
 
 async def test_two_distinct_approvals_consume_the_request(governed: Engine) -> None:
     run_id, request_id = await paused(governed)
-    first = await governed.decide(request_id, "approve", principal="local:ann")
+    first = await governed.decide_as_operator(request_id, "approve", principal="local:ann")
     assert isinstance(first, Vote)
     assert (first.approvals, first.quorum) == (1, 2)
     with pytest.raises(AlreadyVoted):
-        await governed.decide(request_id, "approve", principal="local:ann")
+        await governed.decide_as_operator(request_id, "approve", principal="local:ann")
     assert await governed.requests.votes(request_id) == ["local:ann"]
     assert await governed.worker.drain() == 0  # nothing to resume yet
-    second = await governed.decide(request_id, "approve", principal="local:bob")
+    second = await governed.decide_as_operator(request_id, "approve", principal="local:bob")
     assert isinstance(second, Decision)
     assert second.principal == "local:bob"
     with pytest.raises(RequestNotPending):
-        await governed.decide(request_id, "approve", principal="local:cy")
+        await governed.decide_as_operator(request_id, "approve", principal="local:cy")
     assert await governed.worker.drain() == 1
     run = await governed.runs.get(run_id)
     assert run is not None
@@ -60,18 +60,22 @@ async def test_two_distinct_approvals_consume_the_request(governed: Engine) -> N
 
 async def test_any_rejection_rejects(governed: Engine) -> None:
     _, request_id = await paused(governed)
-    assert isinstance(await governed.decide(request_id, "approve", principal="local:ann"), Vote)
-    rejected = await governed.decide(request_id, "reject", principal="local:bob", reason="no")
+    assert isinstance(
+        await governed.decide_as_operator(request_id, "approve", principal="local:ann"), Vote
+    )
+    rejected = await governed.decide_as_operator(
+        request_id, "reject", principal="local:bob", reason="no"
+    )
     assert isinstance(rejected, Decision)
     assert rejected.kind == "reject"
     with pytest.raises(RequestNotPending):
-        await governed.decide(request_id, "approve", principal="local:cy")
+        await governed.decide_as_operator(request_id, "approve", principal="local:cy")
 
 
 async def test_a_request_with_a_quorum_cannot_be_edited(governed: Engine) -> None:
     _, request_id = await paused(governed)
     with pytest.raises(InvalidDecision, match="cannot be edited"):
-        await governed.decide(
+        await governed.decide_as_operator(
             request_id,
             "approve",
             principal="local:ann",
@@ -85,7 +89,9 @@ async def test_racing_approvers_complete_the_quorum_once(governed: Engine) -> No
 
     async def approve(name: str) -> object:
         try:
-            return await governed.decide(request_id, "approve", principal=f"local:{name}")
+            return await governed.decide_as_operator(
+                request_id, "approve", principal=f"local:{name}"
+            )
         except RequestNotPending as exc:
             return exc
 
@@ -115,14 +121,14 @@ async def alices_token(engine: Engine, *groups: str) -> str:
 async def test_one_persons_token_and_account_are_one_vote(governed: Engine) -> None:
     token = await alices_token(governed, "support")
     _, request_id = await paused(governed)
-    first = await governed.decide(request_id, "approve", principal=token)
+    first = await governed.decide_as_operator(request_id, "approve", principal=token)
     assert isinstance(first, Vote)
     with pytest.raises(AlreadyVoted, match=r"\(as token:alice-bot\)"):
-        await governed.decide(request_id, "approve", principal="local:alice")
+        await governed.decide_as_operator(request_id, "approve", principal="local:alice")
     assert await governed.requests.votes(request_id) == ["token:alice-bot"]
     assert await governed.requests.vote_of(request_id, "local:alice") == "token:alice-bot"
     assert await governed.worker.drain() == 0  # still one approval of two
-    second = await governed.decide(request_id, "approve", principal="local:bob")
+    second = await governed.decide_as_operator(request_id, "approve", principal="local:bob")
     assert isinstance(second, Decision)
     assert await governed.worker.drain() == 1
     assert await scalar(governed, "select count(*) from demo_side_effects") == 1
@@ -134,7 +140,7 @@ async def test_one_persons_principals_racing_cast_one_vote(governed: Engine) -> 
 
     async def approve(principal: str) -> object:
         try:
-            return await governed.decide(request_id, "approve", principal=principal)
+            return await governed.decide_as_operator(request_id, "approve", principal=principal)
         except AlreadyVoted as exc:
             return exc
 
@@ -149,7 +155,7 @@ async def test_a_service_token_casts_no_vote(governed: Engine) -> None:
     await governed.accounts.create_token("shop-bot", ["support"], "test", owner=None)
     _, request_id = await paused(governed)
     with pytest.raises(NotAllowed, match="service token"):
-        await governed.decide(request_id, "approve", principal="token:shop-bot")
+        await governed.decide_as_operator(request_id, "approve", principal="token:shop-bot")
     assert await governed.requests.votes(request_id) == []
 
 

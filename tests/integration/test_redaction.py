@@ -18,7 +18,6 @@ from approvals.errors import EditedArgumentsInvalid, EditRefused
 from approvals.identity import call_identity
 from approvals.model import RequestStatus
 from approvals.redaction import MARKER
-from storage.notifications import PgNotifications
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.receivers import HttpReceiver, http_receiver, smtp_receiver
 from tests.integration.redaction_graphs import ARGS, CALL_ID, CARD, CVV
@@ -78,7 +77,7 @@ async def test_the_approver_sees_markers_while_the_identity_binds_the_full_argum
 
 async def test_a_plain_approval_runs_the_full_arguments(cards: Engine) -> None:
     out = await start(cards)
-    await cards.decide(out.pending[0], "approve", principal="fay")
+    await cards.decide_as_operator(out.pending[0], "approve", principal="fay")
     assert await cards.worker.drain() == 1
     effects = await side_effects(cards, out.run_id, CALL_ID)
     assert [e["args"] for e in effects] == [ARGS]
@@ -93,7 +92,7 @@ async def test_an_edit_that_changes_a_redacted_argument_is_refused_and_the_reque
     forged = {**request.shown["args"], "card_number": "5500000000000004"}
 
     with pytest.raises(EditedArgumentsInvalid) as refused:
-        await cards.decide(out.pending[0], "approve", principal="fay", args=forged)
+        await cards.decide_as_operator(out.pending[0], "approve", principal="fay", args=forged)
 
     assert refused.value.errors == [
         {"path": "card_number", "message": "is redacted by the policy and cannot be edited"}
@@ -115,7 +114,7 @@ async def test_an_edit_the_policy_denies_because_of_a_withheld_value_is_refused_
     edited = {**request.shown["args"], "amount": 600.0}
 
     with pytest.raises(EditRefused) as refused:
-        await cards.decide(out.pending[0], "approve", principal="fay", args=edited)
+        await cards.decide_as_operator(out.pending[0], "approve", principal="fay", args=edited)
 
     assert refused.value.rule == "no-big-charges-on-test-cards"
     assert not leaks(str(refused.value))
@@ -129,7 +128,9 @@ async def test_an_approved_edit_runs_with_the_original_redacted_values(cards: En
     assert request is not None
     edited = {**request.shown["args"], "amount": 40.0}
 
-    decision = await cards.decide(out.pending[0], "approve", principal="fay", args=edited)
+    decision = await cards.decide_as_operator(
+        out.pending[0], "approve", principal="fay", args=edited
+    )
     assert decision.kind == "edit"
     # What the decision records (and the detail page shows as "edited arguments") is the
     # approver's view: markers, never the withheld values.
@@ -155,7 +156,7 @@ async def test_notifications_and_the_audit_export_never_carry_a_redacted_value(
     )
     with http_receiver() as hook, http_receiver() as slack, smtp_receiver() as (mail, port):
         notifier = Notifier.from_settings(
-            PgNotifications(cards.db),
+            cards.notifications,
             notifying(settings, hook, slack, port),
         )
         out = await start(cards)
@@ -166,7 +167,7 @@ async def test_notifications_and_the_audit_export_never_carry_a_redacted_value(
     assert all("charge_card" in body for body in bodies)
     assert not any(leaks(body) for body in bodies)
 
-    await cards.decide(out.pending[0], "approve", principal="fay")
+    await cards.decide_as_operator(out.pending[0], "approve", principal="fay")
     assert await cards.worker.drain() == 1
     exported = [export_record(row) async for row in cards.audit.export(run_id=out.run_id)]
     kinds = {r["kind"] for r in exported}

@@ -61,7 +61,7 @@ async def test_an_answer_is_the_tools_result_for_the_model_and_the_tool_never_ru
     # What the tool's allowed_decisions offer, nothing more: approving would run the stub.
     assert request.offered_decisions == ("reject", "respond")
 
-    decision = await lc.decide(request_id, "respond", principal="bob", message=ANSWER)
+    decision = await lc.decide_as_operator(request_id, "respond", principal="bob", message=ANSWER)
     assert decision.to_json()["decision"] == "respond"
     assert await lc.worker.drain() == 1
 
@@ -90,7 +90,7 @@ async def test_a_tool_that_offers_only_respond_and_reject_cannot_be_approved(
 ) -> None:
     out = await _ask(lc)
     with pytest.raises(InvalidDecision, match="offers: reject, respond"):
-        await lc.decide(out.pending[0], "approve", principal="bob")
+        await lc.decide_as_operator(out.pending[0], "approve", principal="bob")
     await _nothing_consumed(lc, out.pending[0])
 
 
@@ -99,8 +99,8 @@ async def test_racing_answers_have_one_winner_and_the_model_gets_the_winners_ans
 ) -> None:
     out = await _ask(lc)
     results = await asyncio.gather(
-        lc.decide(out.pending[0], "respond", principal="ann", message="ann says yes"),
-        lc.decide(out.pending[0], "respond", principal="rob", message="rob says no"),
+        lc.decide_as_operator(out.pending[0], "respond", principal="ann", message="ann says yes"),
+        lc.decide_as_operator(out.pending[0], "respond", principal="rob", message="rob says no"),
         return_exceptions=True,
     )
     won = [r for r in results if not isinstance(r, BaseException)]
@@ -124,7 +124,7 @@ async def test_respond_where_the_tool_does_not_offer_it_is_refused_and_nothing_c
     # allowed_decisions approve and reject: a refund is not the approver's to make up.
     out = await _ask(lc, "described", "refund 1001 25")
     with pytest.raises(InvalidDecision, match="cannot be answered"):
-        await lc.decide(out.pending[0], "respond", principal="bob", message="refunded")
+        await lc.decide_as_operator(out.pending[0], "respond", principal="bob", message="refunded")
     await _nothing_consumed(lc, out.pending[0])
 
 
@@ -145,14 +145,14 @@ async def test_a_malformed_answer_is_refused_and_nothing_consumed(
 ) -> None:
     out = await _ask(lc)
     with pytest.raises(error):
-        await lc.decide(out.pending[0], "respond", principal="bob", **kwargs)
+        await lc.decide_as_operator(out.pending[0], "respond", principal="bob", **kwargs)
     await _nothing_consumed(lc, out.pending[0])
 
 
 async def test_a_message_goes_with_respond_only(lc: Engine) -> None:
     out = await _ask(lc, "lc_refund", "refund 1001 25")
     with pytest.raises(InvalidDecision, match="only goes with respond"):
-        await lc.decide(out.pending[0], "approve", principal="bob", message="sure")
+        await lc.decide_as_operator(out.pending[0], "approve", principal="bob", message="sure")
     await _nothing_consumed(lc, out.pending[0])
 
 
@@ -163,7 +163,7 @@ async def test_interrupt_on_true_offers_every_decision_as_human_in_the_loop_does
     request = await lc.requests.get(out.pending[0])
     assert request is not None
     assert request.offered_decisions == DECISION_TYPES
-    await lc.decide(out.pending[0], "respond", principal="bob", message="done by hand")
+    await lc.decide_as_operator(out.pending[0], "respond", principal="bob", message="done by hand")
     await lc.worker.drain()
     run = await lc.runs.get(out.run_id)
     assert run is not None
@@ -202,9 +202,9 @@ async def test_a_policy_rule_offers_respond_and_the_answer_reaches_the_model(lc:
     assert request.offered_decisions == ("reject", "respond")
     assert request.approvers == ("managers",)
     with pytest.raises(InvalidDecision, match="offers: reject, respond"):
-        await lc.decide(request_id, "approve", principal="bob")
+        await lc.decide_as_operator(request_id, "approve", principal="bob")
     await _nothing_consumed(lc, request_id)
-    await lc.decide(request_id, "respond", principal="bob", message=ANSWER)
+    await lc.decide_as_operator(request_id, "respond", principal="bob", message=ANSWER)
     assert await lc.worker.drain() == 1
     run = await lc.runs.get(out.run_id)
     assert run is not None

@@ -27,7 +27,7 @@ async def test_parallel_tool_calls_are_decided_independently(engine: Engine) -> 
     assert first.interrupt_id != second.interrupt_id
     assert first.state_version is not None
 
-    await engine.decide(first.id, "approve", principal="bob")
+    await engine.decide_as_operator(first.id, "approve", principal="bob")
     assert await engine.worker.drain() == 1
 
     # The decided call ran; the other still waits, untouched and still pending.
@@ -40,7 +40,7 @@ async def test_parallel_tool_calls_are_decided_independently(engine: Engine) -> 
     assert still is not None
     assert still.status is RequestStatus.PENDING
 
-    await engine.decide(second.id, "reject", principal="bob", reason="already refunded")
+    await engine.decide_as_operator(second.id, "reject", principal="bob", reason="already refunded")
     assert await engine.worker.drain() == 1
     done = await engine.runs.get(run.run_id)
     assert done is not None
@@ -57,7 +57,7 @@ async def test_parallel_tool_calls_are_decided_independently(engine: Engine) -> 
 async def test_both_calls_decided_before_the_worker_runs(engine: Engine) -> None:
     run = await start_refund(engine, "Refund orders 1001 and 1002")
     for request_id in run.pending:
-        await engine.decide(request_id, "approve", principal="bob")
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
     # One resume runs both calls (the second call's decision is read from the database);
     # the second job then finds nothing pending and is skipped, not executed again.
     assert await engine.worker.drain() == 2
@@ -77,7 +77,7 @@ async def test_two_workers_draining_at_once_resume_each_run_once(
 ) -> None:
     runs = [await start_refund(engine) for _ in range(8)]
     for run in runs:
-        await engine.decide(run.pending[0], "approve", principal="bob")
+        await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     async with open_engine(database_url, settings) as other:
         counts = await asyncio.gather(engine.worker.drain(), other.worker.drain())
     assert sum(counts) == 8
@@ -136,7 +136,7 @@ class _HeldJob:
 
 async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine) -> None:
     run = await start_refund(engine)
-    decision = await engine.decide(run.pending[0], "approve", principal="bob")
+    decision = await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     job = _job_for(decision, run)
 
     async def resume(held: _HeldJob) -> None:
@@ -151,7 +151,7 @@ async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine
 
 async def test_resuming_an_already_resumed_call_is_skipped(engine: Engine) -> None:
     run = await start_refund(engine)
-    decision = await engine.decide(run.pending[0], "approve", principal="bob")
+    decision = await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     replay = _HeldJob(_job_for(decision, run))
     assert await engine.runner.resume(replay) is None
@@ -163,7 +163,7 @@ async def test_a_started_execution_that_never_finished_is_not_run_again(engine: 
     # What a crash between the ledger's "started" and "finished" leaves behind.
     run = await start_refund(engine)
     await _ledger_started(engine, run)
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     executions = {e.call_id: e for e in await engine.ledger.for_run(run.run_id)}
     assert executions["refund-1001"].status is ExecutionStatus.OUTCOME_UNKNOWN
@@ -180,7 +180,9 @@ async def test_a_started_execution_that_never_finished_is_not_run_again(engine: 
     assert reconcile.approvers == ("operators",)
     assert reconcile.allow_edit is False
     assert reconcile.shown["args"]["order_id"] == "1001"
-    await engine.decide(reconcile.id, "reject", principal="olga", reason="no refund in the bank")
+    await engine.decide_as_operator(
+        reconcile.id, "reject", principal="olga", reason="no refund in the bank"
+    )
     await engine.worker.drain()
     executions = {e.call_id: e for e in await engine.ledger.for_run(run.run_id)}
     assert executions["refund-1001"].status is ExecutionStatus.FAILED
@@ -203,7 +205,7 @@ async def test_email_agent_sends_only_after_approval(engine: Engine) -> None:
     assert request.tool == "send_email"
     assert request.shown["args"]["to"] == "bob@example.com"
     assert await side_effects(engine, out.run_id, "send-1") == []
-    await engine.decide(out.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(out.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     assert len(await side_effects(engine, out.run_id, "send-1")) == 1
 
@@ -222,7 +224,7 @@ async def test_a_step_cut_short_after_the_request_was_recorded_is_continued(
     # What a crash between recording the request and checkpointing its interrupt leaves: a
     # pending request, and a step whose task has no interrupt written.
     run = await start_refund(engine)
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         await conn.execute(
             "delete from checkpoint_writes where thread_id = %s and channel = '__interrupt__'",
             (run.thread_id,),
@@ -232,7 +234,7 @@ async def test_a_step_cut_short_after_the_request_was_recorded_is_continued(
     assert state.next == ("tools",)
     assert not any(task.interrupts for task in state.tasks)
 
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     assert await engine.worker.drain() == 1
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
     done = await engine.runs.get(run.run_id)
@@ -247,7 +249,7 @@ async def test_new_input_on_a_thread_that_waits_is_refused(engine: Engine) -> No
             "refund", {"message": "refund 1002"}, principal="alice", thread_id=run.thread_id
         )
     assert await scalar(engine, "select count(*) from runs") == 1
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     # Once the thread is done, the conversation can go on.
     follow_up = await engine.runner.start(
@@ -263,7 +265,7 @@ async def test_a_worker_without_the_graph_leaves_the_job_queued(
     from approvals.errors import GraphLoadError
 
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     misconfigured = Settings(database_url=database_url, graphs={"refund": "nowhere:build"})
     async with open_engine(database_url, misconfigured) as other:
         with pytest.raises(GraphLoadError):
@@ -281,7 +283,7 @@ async def test_a_database_failure_mid_resume_leaves_the_job_for_a_retry(
     from approvals.errors import DatabaseUnavailable
 
     run = await start_refund(engine)
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     name = urlsplit(database_url).path.lstrip("/")
 
     async def cut_connections() -> None:
@@ -306,7 +308,8 @@ async def test_a_database_failure_mid_resume_leaves_the_job_for_a_retry(
             await engine.worker.drain()
     finally:
         engine.ledger.begin = original  # type: ignore[method-assign]
-    await engine.db.pool.check()
+    # The pool drops the connections the cut broke (no use case covers the pool).
+    await engine._db.pool.check()
     assert await scalar(engine, "select status from resume_queue") == "queued"
     assert await engine.worker.drain() == 1
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
@@ -326,7 +329,7 @@ async def test_a_finished_execution_is_replayed_not_run_again(engine: Engine) ->
         status=ExecutionStatus.SUCCEEDED,
         result=recorded,
     )
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     await engine.worker.drain()
     assert await side_effects(engine, run.run_id, "refund-1001") == []
     graph = engine.registry.get("refund")
@@ -365,7 +368,7 @@ async def test_a_claim_that_waited_for_the_thread_reads_the_trail_after_the_wait
     # wait, or its interception records reuse the first step's sequence numbers.
     run = await start_refund(engine, "Refund orders 1001 and 1002")
     requests = {r.call_id: r.id for r in await engine.requests.for_run(run.run_id)}
-    await engine.decide(requests["refund-1001"], "approve", principal="bob")
+    await engine.decide_as_operator(requests["refund-1001"], "approve", principal="bob")
     tasks: list[asyncio.Task[None]] = []
 
     async def second_worker() -> None:
@@ -375,7 +378,9 @@ async def test_a_claim_that_waited_for_the_thread_reads_the_trail_after_the_wait
             await engine.runner.resume(waiting)
 
     async def decide_and_claim_the_second() -> None:
-        await engine.decide(requests["refund-1002"], "reject", principal="bob", reason="no")
+        await engine.decide_as_operator(
+            requests["refund-1002"], "reject", principal="bob", reason="no"
+        )
         tasks.append(asyncio.create_task(second_worker()))
         for _ in range(500):  # until the second claim waits on the thread's lock
             if await scalar(engine, "select count(*) from pg_locks where not granted"):

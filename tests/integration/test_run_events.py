@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from storage.run_events import PgRunEvents, RunEventHub
+from storage.run_events import RunEventHub
 from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine
 from web.settings import Settings
@@ -48,7 +48,7 @@ async def run_to_the_end(engine: Engine, graph: str, message: str) -> tuple[Any,
             return run, seen
         for request in await engine.requests.for_run(out.run_id):
             if request.status == "pending":
-                await engine.decide(request.id, "approve", principal="bob")
+                await engine.decide_as_operator(request.id, "approve", principal="bob")
         await engine.worker.drain()
     raise AssertionError("the run kept waiting")
 
@@ -70,7 +70,7 @@ async def test_a_streamed_answer_is_only_ever_the_one_the_output_check_released(
     run, seen = await run_to_the_end(hosts, graph, message)
     assert run.status == "completed"
     assert run.answer == released
-    recorded = await PgRunEvents(hosts.db).after(run.id, 0)
+    recorded = await hosts.run_events.after(run.id, 0)
     updates = [{"node": e["node"], **e["data"]} for e in recorded if e["kind"] == "update"]
     assert answers(updates)[-1] == released
     # Nothing of the model's own answer (the amount) was ever sent, live or recorded.
@@ -84,7 +84,7 @@ async def test_a_streamed_answer_is_only_ever_the_one_the_output_check_released(
 async def test_a_denied_answer_is_never_streamed(hosts: Engine) -> None:
     run, seen = await run_to_the_end(hosts, "deny_output", "refund 1001")
     assert run.status == "blocked"
-    recorded = await PgRunEvents(hosts.db).after(run.id, 0)
+    recorded = await hosts.run_events.after(run.id, 0)
     text = json.dumps(seen) + json.dumps([e["data"] for e in recorded])
     assert "Refunded" not in text
     assert [e["data"]["status"] for e in recorded if e["kind"] == "status"] == [
@@ -101,7 +101,7 @@ async def test_a_stream_is_woken_by_its_runs_events_only_and_outlives_a_lost_con
     hub = RunEventHub(hosts.url, retry_seconds=0.05)
     try:
         sub = await hub.subscribe(mine.run_id)
-        events = PgRunEvents(hosts.db)
+        events = hosts.run_events
         await events.publish(other.run_id, "elsewhere", {"messages": []})
         assert not await sub.wait(0.3)
         await events.publish(mine.run_id, "here", {"messages": []})

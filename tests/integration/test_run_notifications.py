@@ -7,8 +7,6 @@ import asyncio
 import json
 
 from approvals.notify import DELIVERY_HEADER
-from storage.notifications import PgNotifications
-from storage.run_events import PgRunEvents
 from tests.integration.helpers import start_refund
 from tests.integration.receivers import HttpReceiver, http_receiver
 from tests.integration.test_notifications import PUBLIC_URL, notifying, verified
@@ -31,18 +29,14 @@ async def test_a_run_waiting_then_finishing_is_announced_once_each_across_two_wo
         outcome = await start_refund(engine, "refund 1001")
         # A second process's engine: its own pool, so the two notifiers race in PostgreSQL.
         async with open_engine(database_url, configured) as other:
-            first = Notifier.from_settings(
-                PgNotifications(engine.db), configured, PgRunEvents(engine.db)
-            )
-            second = Notifier.from_settings(
-                PgNotifications(other.db), configured, PgRunEvents(other.db)
-            )
+            first = Notifier.from_settings(engine.notifications, configured, engine.run_events)
+            second = Notifier.from_settings(other.notifications, configured, other.run_events)
             for _ in range(3):
                 await asyncio.gather(first.run_once(), second.run_once())
             waiting = run_bodies(hook)
             assert len(waiting) == 1, waiting
 
-            await engine.decide(outcome.pending[0], "approve", principal="lead")
+            await engine.decide_as_operator(outcome.pending[0], "approve", principal="lead")
             await engine.worker.drain()
             for _ in range(3):
                 await asyncio.gather(first.run_once(), second.run_once())
@@ -75,7 +69,7 @@ async def test_a_run_waiting_then_finishing_is_announced_once_each_across_two_wo
     assert "order_id" not in raw
     assert run.answer is not None
     assert run.answer not in raw
-    deliveries = await PgRunEvents(engine.db).notifications(outcome.run_id)
+    deliveries = await engine.run_events.notifications(outcome.run_id)
     assert [(d["event"], d["status"], d["attempts"]) for d in deliveries] == [
         ("waiting", "sent", 1),
         ("completed", "sent", 1),
@@ -87,11 +81,9 @@ async def test_a_run_notification_the_receiver_refuses_for_now_is_retried(
 ) -> None:
     with http_receiver(fail_first=None, fail_status=503) as hook:
         configured = notifying(settings, hook=hook)
-        notifier = Notifier.from_settings(
-            PgNotifications(engine.db), configured, PgRunEvents(engine.db)
-        )
+        notifier = Notifier.from_settings(engine.notifications, configured, engine.run_events)
         outcome = await start_refund(engine, "refund 1001")
-        events = PgRunEvents(engine.db)
+        events = engine.run_events
         deadline = asyncio.get_running_loop().time() + 10
         while not [d for d in await events.notifications(outcome.run_id) if d["attempts"] >= 2]:
             assert asyncio.get_running_loop().time() < deadline, hook.requests

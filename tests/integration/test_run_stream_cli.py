@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from storage.run_events import PgRunEvents
 from tests.integration.inprocess import invoke
 from tests.integration.processes import cli
 from web.engine import Engine
@@ -39,7 +38,7 @@ async def test_runs_start_stream_prints_the_runs_events_as_json_lines(
     # The same updates, in the same order, as the run's stream (GET /api/v1/runs/{id}/events).
     recorded = [
         {"kind": "update", "node": e["node"], **e["data"]}
-        for e in await PgRunEvents(engine.db).after(status["run_id"], 0)
+        for e in await engine.run_events.after(status["run_id"], 0)
         if e["kind"] == "update"
     ]
     assert updates == recorded
@@ -69,7 +68,7 @@ async def test_runs_start_stream_prints_each_update_then_the_status_as_text(
     [request] = await engine.requests.for_run(run.id)
     assert status == f"run {run.id}: waiting (pending: {request.id})"
     recorded = [
-        e["node"] for e in await PgRunEvents(engine.db).after(run.id, 0) if e["kind"] == "update"
+        e["node"] for e in await engine.run_events.after(run.id, 0) if e["kind"] == "update"
     ]
     # One line per message (or per node that added none), each naming its node.
     assert [line.split(":")[0] for line in updates] == recorded

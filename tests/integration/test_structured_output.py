@@ -34,7 +34,7 @@ async def _refund_approved(engine: Engine, graph: str) -> Any:
     out = await engine.runner.start(graph, {"message": "refund 1001 25"}, principal="alice")
     assert out.status == "waiting", out
     [request_id] = out.pending
-    await engine.decide(request_id, "approve", principal="bob")
+    await engine.decide_as_operator(request_id, "approve", principal="bob")
     assert await engine.worker.drain() == 1
     run = await engine.runs.get(out.run_id)
     assert run is not None
@@ -87,7 +87,7 @@ async def test_a_structured_answer_a_human_must_read_waits_and_then_completes(
     assert review.tool == "@output"
     # The approver reads the answer as its fields, not as a tool call.
     assert review.shown["content"]["order_id"] == "1001"
-    await lc.decide(review.id, "approve", principal="bob")
+    await lc.decide_as_operator(review.id, "approve", principal="bob")
     assert await lc.worker.drain() == 1
     done = await lc.runs.get(out.run_id)
     assert done is not None

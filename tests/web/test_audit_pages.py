@@ -18,8 +18,10 @@ async def refunded(engine: Engine) -> str:
         "refund", {"message": "refund 1001 and 1002"}, principal="local:shop"
     )
     approve, reject = out.pending
-    await engine.decide(approve, "approve", principal="local:ann")
-    await engine.decide(reject, "reject", principal="local:rob", reason="duplicate <b>x</b>")
+    await engine.decide_as_operator(approve, "approve", principal="local:ann")
+    await engine.decide_as_operator(
+        reject, "reject", principal="local:rob", reason="duplicate <b>x</b>"
+    )
     for _ in range(300):
         run = await engine.runs.get(out.run_id)
         assert run is not None
@@ -144,7 +146,7 @@ async def test_anyone_but_an_operator_gets_not_found(
 
 
 async def _count(engine: Engine) -> int:
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         row = await (await conn.execute("select count(*) as n from audit_events")).fetchone()
     assert row is not None
     return int(row["n"])

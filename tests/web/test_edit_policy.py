@@ -66,7 +66,7 @@ async def test_a_request_changed_in_the_database_is_409_and_audited(
     server: Server, engine: Engine
 ) -> None:
     _, request_id, _ = await _email_request(engine)
-    async with engine.db.pool.connection() as conn:
+    async with engine.connection() as conn:
         await conn.execute(
             "update approval_requests set shown = jsonb_set(shown, '{args,to}', "
             """'"alice@example.com"') where id = %s""",

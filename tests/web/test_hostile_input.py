@@ -151,10 +151,12 @@ async def test_the_engine_refuses_them_to_a_python_caller_before_writing_anythin
     request_id = run.pending[0]
     args = {"order_id": "1001", "amount": float("nan"), "reason": "x"}
     with pytest.raises(InvalidValue) as nan:
-        await engine.decide(request_id, "approve", principal="local:ann", args=args)
+        await engine.decide_as_operator(request_id, "approve", principal="local:ann", args=args)
     assert nan.value.field == "args/amount"
     with pytest.raises(InvalidValue) as nul:
-        await engine.decide(request_id, "reject", principal="local:ann", reason="no\x00")
+        await engine.decide_as_operator(
+            request_id, "reject", principal="local:ann", reason="no\x00"
+        )
     assert nul.value.field == "reason"
     await nothing_decided(engine, request_id)
     with pytest.raises(InvalidValue) as message:

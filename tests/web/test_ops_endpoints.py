@@ -136,7 +136,7 @@ async def test_metrics_follow_a_request_its_decision_and_the_resume(
     assert waiting['approvals_runs{status="waiting"}'] == 1
     assert waiting["approvals_oldest_pending_request_age_seconds"] >= 0
 
-    await engine.decide(run.pending[0], "approve", principal="bob")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
 
     def resumed() -> bool:
         return scrape(server)['approvals_runs{status="completed"}'] == 1

@@ -15,7 +15,6 @@ from typing import Annotated, Any
 import typer
 
 from approvals.accounts import validate_groups
-from storage.sessions import PgSessions
 from web.cli.command import (
     EXIT_INVALID,
     EXIT_NOT_FOUND,
@@ -170,7 +169,7 @@ def sessions_list(
     wanted = _principal_id(principal) if principal is not None else None
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
-        return [s.to_json() for s in await PgSessions(engine.db).live(wanted)]
+        return [s.to_json() for s in await engine.sessions.live(wanted)]
 
     def line(s: dict[str, Any]) -> str:
         return (
@@ -197,7 +196,7 @@ def sessions_end(
     wanted = _principal_id(principal)
 
     async def main(engine: Engine) -> int:
-        return await PgSessions(engine.db).end_principal(wanted, by=by or default_principal())
+        return await engine.sessions.end_principal(wanted, by=by or default_principal())
 
     ended = run_async(main)
     typer.echo(f"{ended} web session{'' if ended == 1 else 's'} of {wanted} ended")

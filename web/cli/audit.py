@@ -24,10 +24,9 @@ import typer
 from approvals import anchor as anchors
 from approvals.anchor import Anchor
 from approvals.audit import format_at
-from storage.audit import Verification
 from web.audit_anchor import AnchorFile, anchor_key, post, read_file
 from web.cli.command import EXIT_FAILURE, EXIT_INVALID, emit_json, fail, guarded, run_async
-from web.engine import Engine
+from web.engine import Engine, Verification
 from web.settings import load_settings
 
 audit_app = typer.Typer(no_args_is_help=True, help="The tamper-evident decision log.")

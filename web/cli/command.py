@@ -18,27 +18,8 @@ from typing import Any, NoReturn, TypeVar
 import typer
 
 from approvals import json_values
-from approvals.errors import (
-    AccountExists,
-    AlreadyVoted,
-    ApprovalsError,
-    EditedArgumentsInvalid,
-    GraphNotFound,
-    InvalidAccount,
-    InvalidDecision,
-    InvalidRequestId,
-    InvalidRunId,
-    InvalidRunInput,
-    InvalidValue,
-    RequestNotFound,
-    RequestNotPending,
-    RunEnded,
-    RunNotFound,
-    RuntimeRoleRefused,
-    ThreadBusy,
-)
-from storage.embedded import start_embedded
-from web.engine import Engine, open_engine
+from approvals.errors import ApprovalsError, Category, InvalidValue
+from web.engine import Engine, open_engine, start_embedded, upgrade
 from web.settings import Settings, check_pool_size, load_settings
 
 T = TypeVar("T")
@@ -46,24 +27,17 @@ T = TypeVar("T")
 EXIT_FAILURE, EXIT_INVALID, EXIT_NOT_PENDING, EXIT_NOT_FOUND = 1, 2, 3, 4
 
 
+#: The exit code of each category of error: the one place it is decided (forbidden,
+#: unavailable and failure share 1, failure).
+_EXIT: dict[Category, int] = {
+    Category.INVALID: EXIT_INVALID,
+    Category.CONFLICT: EXIT_NOT_PENDING,
+    Category.NOT_FOUND: EXIT_NOT_FOUND,
+}
+
+
 def _exit_code(exc: ApprovalsError) -> int:
-    if isinstance(exc, RequestNotPending | ThreadBusy | AlreadyVoted | AccountExists | RunEnded):
-        return EXIT_NOT_PENDING
-    if isinstance(exc, RequestNotFound | RunNotFound | GraphNotFound):
-        return EXIT_NOT_FOUND
-    if isinstance(
-        exc,
-        InvalidRequestId
-        | InvalidRunId
-        | InvalidDecision
-        | EditedArgumentsInvalid
-        | InvalidRunInput
-        | InvalidValue
-        | InvalidAccount
-        | RuntimeRoleRefused,
-    ):
-        return EXIT_INVALID
-    return EXIT_FAILURE
+    return _EXIT.get(exc.category, EXIT_FAILURE)
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -120,11 +94,8 @@ def migration_url(settings: Settings, url: str) -> str:
 
 
 async def upgrade_schema(url: str, *, runtime_role: str | None) -> None:
-    """Apply the migrations at ``url`` (``storage.migrate.upgrade``)."""
-    # Imported here, not at the top: Alembic and LangGraph's checkpointer take a few hundred
-    # milliseconds to import, and only the commands that migrate need them.
-    from storage.migrate import upgrade
-
+    """Apply the migrations at ``url`` (``web.engine.upgrade``, which imports Alembic only
+    then)."""
     await upgrade(url, runtime_role=runtime_role)
 
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from storage.roles import Grant, grant_runtime
 from web.cli.command import database_url, emit_json, guarded, migration_url, upgrade_schema
+from web.engine import Grant, grant_runtime
 from web.settings import load_settings
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema.")

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import typer
 
 from approvals.decisions import parse_request_id
-from storage.notifications import PgNotifications
 from web.cli.command import emit_listing, run_async
 from web.engine import Engine
 
@@ -64,7 +63,7 @@ def notifications_list(
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
         wanted = parse_request_id(request_id) if request_id is not None else None
-        rows = await PgNotifications(engine.db).deliveries(
+        rows = await engine.notifications.deliveries(
             request_id=wanted, status=status.value if status else None, limit=limit
         )
         return [_row(row) for row in rows]
@@ -88,7 +87,7 @@ def notifications_log(
     """Every attempt to notify about one request, on every channel, in order."""
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
-        rows = await PgNotifications(engine.db).attempts(parse_request_id(request_id))
+        rows = await engine.notifications.attempts(parse_request_id(request_id))
         return [_row(row) for row in rows]
 
     def line(item: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from approvals.model import RequestStatus
-from web.cli.command import emit_json, emit_listing, parse_json, run_async
+from web.cli.command import default_principal, emit_json, emit_listing, parse_json, run_async
 from web.engine import Engine
 
 pending_app = typer.Typer(no_args_is_help=True, help="Calls waiting for a decision.")
@@ -47,7 +47,14 @@ def decide_command(
         str,
         typer.Argument(help="approve, reject or respond", metavar="approve|reject|respond"),
     ],
-    principal: Annotated[str, typer.Option("--as", help="Who decides (required).")],
+    principal: Annotated[
+        str,
+        typer.Option(
+            "--as",
+            help="The name to decide in (required): an operator's override of the approver"
+            " rules, recorded as one in the audit log.",
+        ),
+    ],
     reason: Annotated[
         str | None, typer.Option("--reason", help="Why (required to reject).")
     ] = None,
@@ -63,12 +70,22 @@ def decide_command(
     ] = None,
 ) -> None:
     """Approve, reject or respond to a pending call (respond: the tool does not run; --message
-    is its result). Exit 3: no longer pending; 4: no such request."""
+    is its result). Exit 3: no longer pending; 4: no such request.
+
+    Whoever runs the CLI holds the database, so the approver rules do not bind it: the decision
+    is an operator's override, in --as's name, and its audit event says so (override_by:
+    cli:$USER). Approvers decide in the web app or through the API."""
     edited = parse_json("--args", args) if args is not None else None
 
     async def main(engine: Engine) -> dict[str, Any]:
-        decision = await engine.decide(
-            request_id, verdict, principal=principal, reason=reason, args=edited, message=message
+        decision = await engine.decide_as_operator(
+            request_id,
+            verdict,
+            principal=principal,
+            override_by=default_principal(),
+            reason=reason,
+            args=edited,
+            message=message,
         )
         return decision.to_json()
 

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from storage.ops import PgOperations
 from web.cli.command import EXIT_INVALID, default_principal, emit_json, fail, run_async
 from web.engine import Engine
 
@@ -56,7 +55,7 @@ def retention_prune(
     async def main(engine: Engine) -> dict[str, Any]:
         # The setting's own pattern admits only ages parse_age reads.
         text = older_than or engine.settings.retention_older_than
-        pruned = await PgOperations(engine.db).prune(
+        pruned = await engine.operations.prune(
             parse_age(text), principal=principal or default_principal(), dry_run=dry_run
         )
         return pruned.to_json() | {"older_than": text.strip()}

@@ -11,9 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from approvals.errors import InvalidRunId
 from approvals.model import RunStatus
-from storage.ops import PgOperations
 from web.cli.command import (
     EXIT_FAILURE,
     EXIT_INVALID,
@@ -24,7 +22,6 @@ from web.cli.command import (
     run_async,
 )
 from web.engine import Engine
-from web.runs import run_report, valid_run_id
 
 runs_app = typer.Typer(no_args_is_help=True, help="Start and inspect runs.")
 
@@ -50,10 +47,8 @@ def runs_cancel(
         fail(f"--reason is longer than {MAX_REASON} characters", EXIT_INVALID)
 
     async def main(engine: Engine) -> dict[str, Any]:
-        if not valid_run_id(run_id):
-            raise InvalidRunId(run_id)
-        cancelled = await PgOperations(engine.db).cancel(
-            run_id, principal=principal or default_principal(), reason=reason
+        cancelled = await engine.cancel_run(
+            run_id, by=principal or default_principal(), reason=reason
         )
         return cancelled.to_json()
 
@@ -100,7 +95,7 @@ def runs_start(
             typer.echo(node)
 
     async def main(engine: Engine) -> dict[str, Any]:
-        outcome = await engine.runner.start(
+        outcome = await engine.start_run(
             graph,
             payload,
             principal=principal or default_principal(),
@@ -130,7 +125,7 @@ def runs_show(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show a run: its status, pending requests and tool executions."""
-    report = run_async(lambda engine: run_report(engine, run_id))
+    report = run_async(lambda engine: engine.report(run_id))
     if as_json:
         emit_json(report)
         return

@@ -18,11 +18,9 @@ from typing import Annotated, Any
 import typer
 
 from approvals.model import RunStatus
-from storage.expiry import PgExpiry
 from web.cli.command import database_url, guarded, migration_url, run_async, upgrade_schema
 from web.engine import Engine
 from web.logs import configure_logging
-from web.runs import run_report
 from web.settings import load_settings
 
 
@@ -44,24 +42,14 @@ def worker_command(
 ) -> None:
     """Resume runs whose calls were decided, and expire (or escalate) requests past their
     deadline every APPROVALS_SWEEP_INTERVAL_SECONDS. Runs until SIGTERM/SIGINT unless --drain."""
-    # Imported here, not at the top: it imports the graph runtime (graphs.runner), a few
-    # hundred milliseconds that only the worker needs.
-    from graphs.worker import ExpirySweeper
-
     guarded(lambda: configure_logging(load_settings()))
 
     async def main(engine: Engine) -> int:
-        worker = engine.worker
-        sweeper = ExpirySweeper(
-            expiry=PgExpiry(engine.db), interval=engine.settings.sweep_interval_seconds
-        )
         if drain:
-            # Expired requests queue resume jobs: sweep first so the drain resumes them too.
-            await sweeper.sweep()
-            return await worker.drain()
+            return await engine.drain()
         stop = asyncio.Event()
         _stop_on_signals(stop)
-        await asyncio.gather(worker.run(stop), sweeper.run(stop), engine.notifier.run(stop))
+        await engine.work(stop)
         return 0
 
     update = {"worker_concurrency": concurrency} if concurrency is not None else None
@@ -123,12 +111,12 @@ def demo_command(
     logging.basicConfig(level=logging.WARNING)
 
     async def main(engine: Engine) -> dict[str, Any]:
-        outcome = await engine.runner.start(
+        outcome = await engine.start_run(
             "refund", {"message": message}, principal="demo:agent-user"
         )
         typer.echo(f"Started run {outcome.run_id} of the refund agent: {message!r}")
         if not outcome.pending:
-            return await run_report(engine, outcome.run_id)
+            return await engine.report(outcome.run_id)
         for request_id in outcome.pending:
             request = await engine.requests.get(request_id)
             assert request is not None
@@ -171,7 +159,7 @@ def demo_command(
             finally:
                 stop.set()
                 await worker_task
-        return await run_report(engine, outcome.run_id)
+        return await engine.report(outcome.run_id)
 
     report = run_async(main, migrate=True)
     typer.echo(f"\nRun {report['run_id']} is {report['status']}.")

@@ -1,0 +1,128 @@
+"""The engine applies the approver rules to every signed-in decider, in the transaction that
+consumes the request; the operator console's ``--as`` is an override, recorded as one."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+
+import pytest
+
+from approvals.errors import NotAllowed, RequestNotFound
+from approvals.model import Decision, RequestStatus
+from approvals.principals import Principal
+from tests.integration.helpers import scalar, start_refund
+from tests.integration.inprocess import invoke
+from web.engine import Engine
+
+#: The refund policy asks the support group to decide a small refund.
+BOB = Principal.local("bob", frozenset({"support"}))
+#: Operators see every request; seeing is not deciding.
+OPAL = Principal.local("opal", frozenset({"operators", "support"}))
+
+
+async def nothing_consumed(engine: Engine, request_id: str) -> None:
+    request = await engine.requests.get(request_id)
+    assert request is not None
+    assert request.status is RequestStatus.PENDING
+    assert await scalar(engine, "select count(*) from decisions") == 0
+    assert await scalar(engine, "select count(*) from resume_queue") == 0
+
+
+async def test_engine_decide_refuses_a_principal_outside_the_approver_groups(
+    engine: Engine,
+) -> None:
+    request_id = (await start_refund(engine)).pending[0]
+    outsider = Principal.local("sam", frozenset({"marketing", "approvers"}))
+    # Not an approver of it, not an operator: it looks exactly like a request that does not
+    # exist.
+    with pytest.raises(RequestNotFound):
+        await engine.decide(request_id, "approve", principal=outsider)
+    # An operator outside the approver groups sees it, and is told why it may not decide.
+    watcher = Principal.local("otto", frozenset({"operators"}))
+    with pytest.raises(NotAllowed, match="only members of support may decide it"):
+        await engine.decide(request_id, "approve", principal=watcher)
+    await nothing_consumed(engine, request_id)
+
+
+async def test_engine_decide_refuses_the_runs_starter(engine: Engine) -> None:
+    request_id = (await start_refund(engine, principal="local:bob")).pending[0]
+    with pytest.raises(NotAllowed, match="separation of duties"):
+        await engine.decide(request_id, "approve", principal=BOB)
+    await nothing_consumed(engine, request_id)
+
+
+async def test_an_approver_in_the_group_decides_as_itself(engine: Engine) -> None:
+    run = await start_refund(engine)
+    decision = await engine.decide(run.pending[0], "approve", principal=BOB)
+    assert isinstance(decision, Decision)
+    assert decision.principal == "local:bob"
+    [decided] = [
+        e for e in await engine.audit.for_run(run.run_id) if e["kind"] == "request.decided"
+    ]
+    assert "override_by" not in decided["data"]
+
+
+async def test_an_escalation_that_commits_while_a_decision_waits_is_judged_by_that_decision(
+    engine: Engine,
+) -> None:
+    """No check-then-act window: the rules are applied to the row the decision locks."""
+    request_id = (await start_refund(engine)).pending[0]
+    async with engine.connection() as escalation, escalation.transaction():
+        await escalation.execute(
+            "update approval_requests set approvers = %s where id = %s",
+            (["finance"], request_id),
+        )
+        # The decision reads the request as it was (the update is not committed) and passes
+        # the early check; it must then wait for the row, and judge it as it is now.
+        deciding = asyncio.create_task(engine.decide(request_id, "approve", principal=OPAL))
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            waiting = await scalar(
+                engine,
+                "select count(*) from pg_stat_activity"
+                " where wait_event_type = 'Lock' and datname = current_database()",
+            )
+            if waiting:
+                break
+        assert waiting, "the decision never waited for the request's row"
+        assert not deciding.done()
+    with pytest.raises(NotAllowed, match="only members of finance may decide it"):
+        await deciding
+    await nothing_consumed(engine, request_id)
+
+
+async def test_an_operator_override_is_recorded_as_one_and_the_chain_holds(
+    engine: Engine,
+) -> None:
+    run = await start_refund(engine)
+    decision = await engine.decide_as_operator(
+        run.pending[0], "approve", principal="demo:approver", override_by="cli:root"
+    )
+    assert isinstance(decision, Decision)
+    assert decision.principal == "demo:approver"
+    [decided] = [
+        e for e in await engine.audit.for_run(run.run_id) if e["kind"] == "request.decided"
+    ]
+    assert decided["principal"] == "demo:approver"
+    assert decided["data"]["override_by"] == "cli:root"
+    assert decided["data"]["decision"] == "approve"
+    verified = await engine.audit.verify()
+    assert verified.ok, verified
+
+
+async def test_approvals_decide_as_is_an_override_in_the_audit_log(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    # The console decides in the name it is given, whatever the approver rules say (it holds
+    # the database), and the decision log says it was the console.
+    run = await start_refund(engine)
+    result = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "demo:approver")
+    assert result.code == 0, result.stderr
+    assert json.loads(result.stdout)["principal"] == "demo:approver"
+    [decided] = [
+        e for e in await engine.audit.for_run(run.run_id) if e["kind"] == "request.decided"
+    ]
+    assert decided["principal"] == "demo:approver"
+    assert decided["data"]["override_by"] == f"cli:{getpass.getuser()}"
