@@ -343,3 +343,60 @@ async def test_a_governed_tool_called_outside_an_engine_run_refuses(engine: Engi
     OpenAIHost("noop", Agent(name="noop", tools=[noop]))
     with pytest.raises(RuntimeError, match="governed"):
         await noop.on_invoke_tool(None, "{}")  # type: ignore[arg-type]
+
+
+# -- A worker killed in the middle of the tool ---------------------------------------------
+
+WORKER = """
+import asyncio, sys
+from pathlib import Path
+from tests.integration.test_openai_runs import wire_openai
+from web.engine import open_engine
+from web.settings import Settings
+
+async def main() -> None:
+    url, data = sys.argv[1], Path(sys.argv[2])
+    settings = Settings(database_url=url, data_dir=data, config_file=data / "none.toml")
+    async with open_engine(url, settings) as engine:
+        wire_openai(engine)
+        await engine.worker.drain()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_worker_killed_during_the_refund_loses_nothing_and_runs_nothing_twice(
+    openai_engine: Engine, database_url: str, tmp_path: Any
+) -> None:
+    import os
+    import signal
+    import sys
+
+    from tests.integration.processes import eventually
+
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    env = {**os.environ, "APPROVALS_DEMO_TOOL_DELAY": "60"}
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", WORKER, database_url, str(tmp_path), env=env
+    )
+    try:
+        # The refund's side effect is recorded, and the tool is still running: kill it there.
+        await eventually(lambda: side_effects(engine, run.run_id, "refund-1001"), timeout=60)
+        worker.send_signal(signal.SIGKILL)
+        await worker.wait()
+    finally:
+        if worker.returncode is None:
+            worker.kill()
+    # The job was not lost: the next worker claims it again.
+    assert await engine.drain() == 1
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed", finished
+    assert finished.answer is not None
+    assert "outcome_unknown" in finished.answer
+    # Nothing ran twice.
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    [execution] = [e for e in await engine.ledger.for_run(run.run_id) if e.tool == "issue_refund"]
+    assert execution.status == "outcome_unknown"
