@@ -13,14 +13,12 @@ answers with the decision a human made, echoing the context identity as §9 requ
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol, cast
 
-import orjson
 from agent_hooks import (
     AgentContextBuilder,
     ApprovalOutcome,
@@ -38,6 +36,7 @@ from agent_hooks import (
 from langchain_core.runnables import RunnableConfig
 
 from approvals.errors import DatabaseUnavailable
+from graphs.emitter import JsonContext, emitter_class
 
 FRAMEWORK = "langgraph"
 SESSION_KEY = "__approvals_session"
@@ -101,10 +100,12 @@ class Governance:
     names: Sequence[str] = field(default=())
 
     def new_emitter(self) -> InterceptionEmitter:
+        """The emitter for one session: ``graphs.emitter.HostEmitter``, or the SDK's
+        ``InterceptionEmitter`` when ``APPROVALS_EMITTER=sdk`` (read here, per session)."""
         resolver = cast(ApprovalResolver, SLOT_RESOLVER)
         if self.emitter is not None:
             return self.emitter(resolver)
-        emitter = InterceptionEmitter(
+        emitter = emitter_class()(
             mode=self.mode,
             resolver=resolver,
             timeout=self.timeout,
@@ -115,22 +116,6 @@ class Governance:
             name = self.names[i] if i < len(self.names) else f"{type(interceptor).__name__}#{i}"
             emitter.register(interceptor, name=name)
         return emitter
-
-
-class JsonContext(dict[str, Any]):
-    """A context (a JSON value, by the contract) whose deep copy is a JSON round trip.
-
-    The emitter gives every interceptor its own deep copy of the context (§7 isolation);
-    ``copy.deepcopy`` walks it object by object, which is most of an emission's cost. orjson's
-    round trip yields the same independent copy several times faster. A value orjson cannot
-    carry (an integer beyond 64 bits, a non-string key) falls back to ``copy.deepcopy``."""
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
-        try:
-            copied: dict[str, Any] = orjson.loads(orjson.dumps(self))
-        except (TypeError, orjson.JSONEncodeError):
-            return {k: copy.deepcopy(v, memo) for k, v in self.items()}
-        return copied
 
 
 class Session:

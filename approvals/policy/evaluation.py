@@ -12,7 +12,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import cel
 from agent_hooks import Decision, InterceptionPoint, Transform, Verdict, Warning
@@ -253,6 +253,11 @@ class Policy:
     ``points`` are the interception points the policy governs: register it there. At any
     other point it allows without looking (its default applies only where it governs).
     """
+
+    #: It never mutates nor keeps the context it reads (a transform is built on a copy of the
+    #: target), so a host emitter may hand it the context itself instead of a copy
+    #: (``graphs.emitter``).
+    context_read_only: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -61,6 +61,7 @@ from approvals.memory import (
 from graphs.admission import input_gate
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
+from graphs.emitter import emitter_class
 from graphs.examples.effects import extras
 from graphs.governance import SLOT_RESOLVER, Governance, SessionHolder
 from tests.conformance.approval_desk import ApprovalDesk, Question
@@ -157,7 +158,8 @@ class LangGraphHarness:
         self, scenario: Scenario, document: dict[str, Any], registry: HostRegistry
     ) -> None:
         def emitter(resolver: ApprovalResolver) -> InterceptionEmitter:
-            return InterceptionEmitter.from_declaration_value(
+            # The emitter the setting picks (APPROVALS_EMITTER), as Governance.new_emitter does.
+            return emitter_class().from_declaration_value(
                 document, _routed_through(registry, resolver)
             )
 
@@ -273,7 +275,7 @@ def _adjusted(
     seam (the vector registers no resolver) and the kit's approval redactor."""
 
     def build(resolver: ApprovalResolver) -> InterceptionEmitter:
-        emitter = InterceptionEmitter(
+        emitter = emitter_class()(
             mode=governance.mode,
             resolver=resolver if with_resolver else None,
             timeout=governance.timeout,

@@ -1,0 +1,434 @@
+"""The host emitter: agent-hooks-sdk's ``InterceptionEmitter`` contract at a fraction of its cost.
+
+The SDK's emitter, per emission, serializes the context with stdlib ``json`` three times
+(envelope check, input identity, record), deep-copies it for every interceptor, sends every
+verdict through a JSON round trip and has the core hash the context a second time for the
+record. ``HostEmitter`` is a subclass that keeps every decision of the SDK's code (the profile
+dispatch, the approval seam, the unions, the failure mapping are inherited, not rewritten) and
+changes only how values reach the Rust core (``agent_hooks._core``):
+
+* the context is serialized once, with orjson, and that text serves the envelope check, the
+  input identity and the record;
+* an interceptor that declares itself read-only (``context_read_only = True``, as
+  ``approvals.policy.Policy`` does) reads the context itself; any other gets its own copy, made
+  the way ``copy.deepcopy`` would make it;
+* a verdict is still checked by the core's ``validate_verdict``, but the typed verdict for a
+  given wire text (immutable: no approval block, transform or evidence) is kept, so the same
+  answer is not parsed again;
+* the record's enforced identity is the input identity when no transform changed the context
+  (the same JSON value hashes the same), so the core does not hash it twice.
+
+Byte for byte the same records and verdicts as ``InterceptionEmitter`` is the contract, and
+``tests/unit/test_emitter_differential.py`` checks it. Everything the fast path cannot prove
+equal takes the SDK's own code: a context that is not plain JSON data (a tuple, a NaN, a
+``datetime``, a subclass of a JSON type, an integer beyond 64 bits: anything whose orjson text
+does not read back equal), a custom identity provider, a core error (its message may quote a
+position in the text, so the SDK's text must produce it), a transform (applied by the SDK's
+code), and the parallel profiles' snapshots.
+
+``APPROVALS_EMITTER=sdk`` switches back to the SDK's emitter (``emitter_class``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+from agent_hooks import (
+    JCS_SHA256,
+    CompositionConfig,
+    Decision,
+    EnforcementMode,
+    HostError,
+    InterceptionEmitter,
+    InterceptionPoint,
+    InterceptionRecord,
+    Verdict,
+    VerdictSummary,
+    Warning,
+    _core,
+)
+from agent_hooks.context import AgentContext
+from agent_hooks.emitter import (
+    IdentityProvider,
+    _Bound,
+    _host_error_of,
+    _Outcome,
+    _point_of,
+)
+
+#: The setting that picks the emitter: ``fast`` (``HostEmitter``, the default) or ``sdk``.
+EMITTER_SETTING: Final = "APPROVALS_EMITTER"
+EMITTER_KINDS: Final = ("fast", "sdk")
+#: The attribute an interceptor sets to say it never mutates (nor keeps) the context it reads.
+READ_ONLY_ATTRIBUTE: Final = "context_read_only"
+
+#: orjson refuses what stdlib ``json`` refuses or writes differently (dataclasses, datetimes,
+#: subclasses of str/int/dict/list); what it still accepts and ``json`` does not (a tuple, a
+#: plain Enum, a UUID, NaN written as null) does not read back equal, which sends the context
+#: to the SDK's path.
+_STRICT: Final = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+#: ``agent_hooks._marshal.dumps`` is ``json.dumps(obj, allow_nan=False)``, which builds an
+#: encoder per call; this is the same encoder, built once (same text, same errors).
+_STDLIB: Final = json.JSONEncoder(allow_nan=False)
+#: The provider name the record is finalized under when the enforced identity is supplied
+#: (the core hashes the context only for ``jcs-sha256``); the record gets the declared name back.
+_SUPPLIED: Final = "approvals-supplied"
+#: Distinct verdicts kept (interceptors answer with few distinct verdicts).
+_VERDICT_MEMO: Final = 512
+#: ``Enum(value)`` by dictionary: the enum call costs more than the rest of a lookup.
+_POINTS: Final = {p.value: p for p in InterceptionPoint}
+_MODES: Final = {m.value: m for m in EnforcementMode}
+
+#: What identifies an immutable verdict's wire text: decision, reason, message, warnings, labels.
+_VerdictKey = tuple[str, str | None, str | None, tuple[Warning, ...], tuple[str, ...]]
+
+
+def emitter_kind() -> str:
+    """Which emitter ``APPROVALS_EMITTER`` asks for (``fast`` unless it says ``sdk``)."""
+    kind = os.environ.get(EMITTER_SETTING, "fast").strip().lower() or "fast"
+    if kind not in EMITTER_KINDS:
+        raise ValueError(f"{EMITTER_SETTING} must be one of {', '.join(EMITTER_KINDS)}: {kind!r}")
+    return kind
+
+
+def emitter_class() -> type[InterceptionEmitter]:
+    """The emitter class the setting picks: ``HostEmitter`` or the SDK's ``InterceptionEmitter``."""
+    return InterceptionEmitter if emitter_kind() == "sdk" else HostEmitter
+
+
+def reads_only(interceptor: object) -> bool:
+    """Whether ``interceptor`` declared that it never mutates (nor keeps) its context."""
+    return getattr(interceptor, READ_ONLY_ATTRIBUTE, False) is True
+
+
+class JsonContext(dict[str, Any]):
+    """A context (a JSON value, by the contract) whose deep copy is a JSON round trip.
+
+    The SDK's emitter gives every interceptor its own deep copy of the context (§7 isolation);
+    ``copy.deepcopy`` walks it object by object, which is most of an emission's cost. orjson's
+    round trip yields the same independent copy several times faster. A value orjson cannot
+    carry (an integer beyond 64 bits, a non-string key) falls back to ``copy.deepcopy``.
+    ``HostEmitter`` parses its copies from the text it already has, which is the same thing."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        try:
+            copied: dict[str, Any] = orjson.loads(orjson.dumps(self))
+        except (TypeError, orjson.JSONEncodeError):
+            return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+        return copied
+
+
+@dataclass(slots=True)
+class _Wire:
+    """One emission's context as the core reads it."""
+
+    text: str
+    #: A fresh copy not handed out yet (the one the purity check parsed).
+    spare: Any
+    #: ``copy.deepcopy`` of this context is an orjson round trip (``JsonContext``), so a copy
+    #: can be parsed from ``text``; otherwise it is ``copy.deepcopy`` itself.
+    by_json: bool
+    #: The input identity, when the declared provider is jcs-sha256.
+    identity: str | None = None
+    #: A transform rewrote the context: ``text`` and ``identity`` no longer describe it.
+    stale: bool = False
+
+    def copy_of(self, ctx: AgentContext) -> Any:
+        """What ``copy.deepcopy(ctx)`` returns, for a context the purity check passed."""
+        if self.stale or not self.by_json:
+            return copy.deepcopy(ctx)
+        spare, self.spare = self.spare, None
+        return spare if spare is not None else orjson.loads(self.text)
+
+
+def _wire_of(ctx: AgentContext) -> _Wire | None:
+    """The orjson text of ``ctx`` when it is plain JSON data, else ``None``.
+
+    Plain means: orjson writes it under ``_STRICT`` and reads it back equal (``==``, which tells
+    a list from a tuple and a NaN or an Enum from what orjson wrote for it). Such a value is one
+    stdlib ``json`` writes without error and parses to the same JSON value, so the core,
+    reading either text, computes the same thing."""
+    kind = type(ctx)
+    if kind is not dict and kind is not JsonContext:
+        return None
+    top = dict(ctx)
+    try:
+        data = orjson.dumps(top, option=_STRICT)
+        spare = orjson.loads(data)
+    except (TypeError, orjson.JSONEncodeError, orjson.JSONDecodeError):
+        return None
+    if spare != top:
+        return None
+    return _Wire(text=data.decode(), spare=spare, by_json=kind is not dict)
+
+
+def _fast_dumps(value: Any) -> str:
+    """orjson text of ``value``, or stdlib's when orjson would write it differently."""
+    try:
+        data = orjson.dumps(value, option=_STRICT)
+    except (TypeError, orjson.JSONEncodeError):
+        return _STDLIB.encode(value)
+    return data.decode()
+
+
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+class HostEmitter(InterceptionEmitter):
+    """``InterceptionEmitter`` with one serialization per emission and copies only for
+    interceptors that may mutate the context (see the module docstring)."""
+
+    __slots__ = ("_verdicts", "_wires")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._wires: dict[int, _Wire] = {}
+        self._verdicts: dict[_VerdictKey, Verdict] = {}
+
+    async def emit_unchecked(self, ctx: AgentContext) -> InterceptionRecord:
+        """``InterceptionEmitter.emit_unchecked``; a context the fast path cannot carry takes
+        the SDK's code whole."""
+        if isinstance(self._identity, IdentityProvider) or id(ctx) in self._wires:
+            return await super().emit_unchecked(ctx)
+        wire = _wire_of(ctx)
+        if wire is None:
+            return await super().emit_unchecked(ctx)
+        try:
+            _core.validate_envelope(wire.text)
+            if self._identity is not None:
+                wire.identity = _core.context_identity(wire.text)
+        except ValueError:
+            # The SDK's text gives the exact error (messages may name a position); nothing has
+            # run yet, so the whole emission can be the SDK's.
+            return await super().emit_unchecked(ctx)
+        self._wires[id(ctx)] = wire
+        try:
+            try:
+                outcome = await self._dispatch(ctx)
+            except asyncio.CancelledError:
+                cancelled = _Outcome(
+                    Verdict.host_error(HostError.INTERCEPTOR_FAILED, "CancelledError")
+                )
+                self._append(self._finalize(ctx, cancelled, wire.identity))
+                raise
+            return self._append(self._finalize(ctx, outcome, wire.identity))
+        finally:
+            del self._wires[id(ctx)]
+
+    def _compute_identity(self, ctx: AgentContext) -> str | None:
+        wire = self._wires.get(id(ctx))
+        if wire is not None and not wire.stale and wire.identity is not None:
+            # The approval seam asks again for the context it is about to present: unchanged,
+            # it hashes to the input identity.
+            return wire.identity
+        return super()._compute_identity(ctx)
+
+    def _fold_transform(self, ctx: AgentContext, v: Verdict) -> Verdict:
+        wire = self._wires.get(id(ctx))
+        if wire is not None and self._mode is EnforcementMode.ENFORCE:
+            # The SDK's code applies it (its text, its errors); the context is rewritten.
+            wire.stale = True
+        return super()._fold_transform(ctx, v)
+
+    async def _invoke(self, bound: _Bound, ctx: AgentContext) -> Verdict:
+        wire = self._wires.get(id(ctx))
+        if wire is None:
+            return await super()._invoke(bound, ctx)
+        limit = self._timeout if bound.inherit_timeout else bound.timeout
+        interceptor = bound.interceptor
+        try:
+            # §7 isolation: a copy for whoever may mutate it; a read-only interceptor reads
+            # the context itself (it is plain JSON data, equal to any copy of it).
+            raw = interceptor.intercept(ctx if reads_only(interceptor) else wire.copy_of(ctx))
+            if inspect.isawaitable(raw):
+                if limit is not None:
+                    raw = await asyncio.wait_for(raw, limit)
+                else:
+                    raw = await raw
+        except TimeoutError:
+            return Verdict.host_error(HostError.INTERCEPTOR_TIMEOUT)
+        except Exception as e:
+            return Verdict.host_error(HostError.INTERCEPTOR_FAILED, type(e).__name__)
+        return self._checked(raw)
+
+    def _checked(self, raw: Any) -> Verdict:
+        """The §5 gate for one interceptor's answer, as ``InterceptionEmitter._invoke`` runs it.
+
+        An immutable verdict (only strings, no approval block, transform or evidence) has one
+        wire text per value of its fields, and the gate is a function of that text: its outcome
+        is kept by those values."""
+        key = _key_of(raw)
+        if key is None:
+            return _gate(raw)
+        known = self._verdicts.get(key)
+        if known is not None:
+            return known
+        verdict = _gate(raw)
+        if verdict.approval is None and verdict.transform is None and verdict.evidence is None:
+            # Immutable (frozen, tuples of frozen values): sharing it is unobservable.
+            if len(self._verdicts) >= _VERDICT_MEMO:
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+        return verdict
+
+    def _active(self, ctx: AgentContext) -> list[_Bound]:
+        point = ctx.get("interception_point")
+        at = _POINTS.get(point) if type(point) is str else _point_of(ctx)
+        return [b for b in self._interceptors if b.runs_at(at)]
+
+    def _finalize(
+        self, ctx: AgentContext, outcome: _Outcome, input_identity: str | None
+    ) -> InterceptionRecord:
+        wire = self._wires.get(id(ctx))
+        if wire is None:
+            return super()._finalize(ctx, outcome, input_identity)
+        declared = self._provider_name()
+        provider = declared
+        enforced: str | None = None
+        if declared == JCS_SHA256 and not wire.stale and input_identity is not None:
+            # Nothing rewrote the context: its enforced identity is its input identity.
+            provider, enforced = _SUPPLIED, input_identity
+        options: dict[str, Any] = {
+            "input_identity": input_identity,
+            "identity_provider": provider,
+            "enforced_identity": enforced,
+            "decided_by": outcome.decided_by,
+            "composition": self._composition.to_wire(),
+            "verdicts": [s.to_wire() for s in outcome.verdicts],
+            "fold_truncated": outcome.fold_truncated,
+            "resolved_by": outcome.resolved_by,
+            "interceptors_registered": len(self._active(ctx)),
+        }
+        self._stamp_declaration(options)
+        try:
+            text = wire.text if not wire.stale else _fast_dumps(dict(ctx))
+            record_json = _core.finalize(
+                text,
+                _fast_dumps(outcome.combined.to_wire()),
+                self._mode.value,
+                _fast_dumps(options),
+            )
+        except ValueError:
+            # The SDK's code, with its text, for whatever the core refuses.
+            return super()._finalize(ctx, outcome, input_identity)
+        return _record_of(_loads(record_json), declared, outcome, options, self._composition)
+
+
+def _record_of(
+    obj: dict[str, Any],
+    declared: str | None,
+    outcome: _Outcome,
+    options: dict[str, Any],
+    composition: CompositionConfig,
+) -> InterceptionRecord:
+    """``InterceptionRecord.from_core(obj)`` with the declared provider, reusing the values the
+    record echoes when its wire is what went in (they are frozen), and enums by dictionary."""
+    combined = outcome.combined
+    vw = obj["verdict"]
+    immutable = combined.approval is None and combined.transform is None
+    verdict = (
+        combined
+        if immutable and combined.evidence is None and vw == combined.to_wire()
+        else Verdict._from_core(vw)
+    )
+    summaries = obj.get("verdicts") or []
+    comp = obj.get("composition")
+    return InterceptionRecord(
+        interception_point=_POINTS.get(obj["interception_point"])
+        or InterceptionPoint(obj["interception_point"]),
+        mode=_MODES.get(obj["mode"]) or EnforcementMode(obj["mode"]),
+        verdict=verdict,
+        input_identity=obj.get("input_identity"),
+        enforced_identity=obj.get("enforced_identity"),
+        identity_provider=declared,
+        session_id=obj.get("session_id", ""),
+        sequence=obj.get("sequence", -1),
+        timestamp=obj.get("timestamp"),
+        trace=obj.get("trace"),
+        decided_by=obj.get("decided_by"),
+        composition=composition
+        if comp == options["composition"]
+        else CompositionConfig.from_wire(comp),
+        declaration=obj.get("declaration"),
+        verdicts=outcome.verdicts
+        if summaries == options["verdicts"]
+        else tuple(VerdictSummary.from_wire(v) for v in summaries),
+        fold_truncated=obj.get("fold_truncated"),
+        resolved_by=obj.get("resolved_by"),
+        interceptors_registered=obj.get("interceptors_registered", 0),
+    )
+
+
+def _key_of(raw: Any) -> _VerdictKey | None:
+    """The fields an immutable verdict's wire text is made of, or ``None`` for any other."""
+    if type(raw) is not Verdict:
+        return None
+    if raw.approval is not None or raw.transform is not None or raw.evidence is not None:
+        return None
+    decision, reason, message = raw.decision, raw.reason, raw.message
+    warnings, labels = raw.warnings, raw.result_labels
+    if (
+        type(decision) is not Decision
+        or not (reason is None or type(reason) is str)
+        or not (message is None or type(message) is str)
+        or type(warnings) is not tuple
+        or type(labels) is not tuple
+    ):
+        return None
+    for w in warnings:
+        if (
+            type(w) is not Warning
+            or not (w.reason is None or type(w.reason) is str)
+            or not (w.message is None or type(w.message) is str)
+        ):
+            return None
+    for label in labels:
+        if type(label) is not str:
+            return None
+    return (decision.value, reason, message, warnings, labels)
+
+
+def _gate(raw: Any) -> Verdict:
+    """``InterceptionEmitter._invoke``'s §5 gate, verbatim in effect: the SDK's text."""
+    try:
+        wire = raw.to_wire() if isinstance(raw, Verdict) else raw
+        text = _STDLIB.encode(wire)
+    except Exception as e:
+        return Verdict.host_error(HostError.VERDICT_INVALID, str(e))
+    return _gate_text(text)
+
+
+def _gate_text(text: str) -> Verdict:
+    try:
+        return Verdict.from_wire(json.loads(_core.validate_verdict(text)))
+    except _core.AgentHooksCoreError as e:
+        return Verdict.host_error(_host_error_of(e, HostError.VERDICT_INVALID), str(e))
+    except Exception as e:
+        return Verdict.host_error(HostError.VERDICT_INVALID, str(e))
+
+
+__all__ = [
+    "EMITTER_KINDS",
+    "EMITTER_SETTING",
+    "READ_ONLY_ATTRIBUTE",
+    "HostEmitter",
+    "JsonContext",
+    "emitter_class",
+    "emitter_kind",
+    "reads_only",
+]
