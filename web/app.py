@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from approvals.errors import ApprovalsError
 from approvals.principals import Principal
-from web import api, api_docs, audit_pages, ops, pages
+from web import api, api_docs, audit_pages, monitoring, pages
 from web.engine import Engine, open_engine, upgrade
 from web.errors import ApiError, status_of
 from web.oidc import CALLBACK_PATH, OidcLogin
@@ -157,7 +157,7 @@ def create_app(
 
     app.include_router(api.router())
     app.include_router(pages.router())
-    app.include_router(ops.router())
+    app.include_router(monitoring.router())
     app.include_router(audit_pages.router())
     app.include_router(api_docs.router("/api/openapi.json"))
     if settings.oidc_issuer and settings.oidc_client_id and settings.oidc_client_secret:

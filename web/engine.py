@@ -62,7 +62,7 @@ from storage.run_events import PgRunEvents, RunEventHub, Subscription
 from storage.runs import PgRuns, PgToolLedger
 from storage.sessions import PgSessions
 from storage.statements import PgStatements
-from web.notify import Notifier
+from web.notifier import Notifier
 from web.settings import Settings
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from tests.integration.helpers import scalar, start_refund
 from tests.integration.processes import cli, eventually, spawn
 from tests.integration.receivers import HttpReceiver, MailRecorder, http_receiver, smtp_receiver
 from web.engine import Engine, open_engine
-from web.notify import Notifier
+from web.notifier import Notifier
 from web.settings import Settings, WebhookTarget
 
 SECRET = "a-webhook-secret-of-some-length"

@@ -24,7 +24,7 @@ from tests.integration.redaction_graphs import ARGS, CALL_ID, CARD, CVV
 from web.api import pending_call
 from web.cli.audit import export_record
 from web.engine import Engine, open_engine
-from web.notify import Notifier
+from web.notifier import Notifier
 from web.settings import Settings, WebhookTarget
 
 SHOWN_ARGS = {

@@ -11,7 +11,7 @@ from tests.integration.helpers import start_refund
 from tests.integration.receivers import HttpReceiver, http_receiver
 from tests.integration.test_notifications import PUBLIC_URL, notifying, verified
 from web.engine import Engine, open_engine
-from web.notify import Notifier
+from web.notifier import Notifier
 from web.settings import Settings
 
 

@@ -1,4 +1,4 @@
-"""Endpoints for the machines that run the app: ``/metrics``, ``/healthz`` and ``/readyz``.
+"""What monitoring scrapes from the app: ``/metrics``, ``/healthz`` and ``/readyz``.
 
 None of them needs a session. ``/metrics`` reveals counts and timings, never ids or arguments;
 set ``APPROVALS_METRICS_TOKEN`` to require ``Authorization: Bearer <token>`` on it, or keep it
@@ -167,14 +167,14 @@ def _check_token(request: Request, settings: Settings) -> None:
 
 
 def router() -> APIRouter:
-    ops = APIRouter(include_in_schema=False)
+    endpoints = APIRouter(include_in_schema=False)
 
-    @ops.get("/healthz")
+    @endpoints.get("/healthz")
     async def healthz() -> Response:
         """Liveness: the process answers. Never touches the database."""
         return JSONResponse({"status": "ok"})
 
-    @ops.get("/readyz")
+    @endpoints.get("/readyz")
     async def readyz(request: Request) -> Response:
         """Readiness: the database answers and its schema is the one this code needs."""
         operations = engine_of(request).operations
@@ -193,7 +193,7 @@ def router() -> APIRouter:
             {"status": "ready", "revision": schema.revision, "checkpoints": schema.checkpoints}
         )
 
-    @ops.get("/metrics")
+    @endpoints.get("/metrics")
     async def metrics(request: Request) -> Response:
         """Prometheus metrics, computed from the database on each scrape."""
         _check_token(request, request.app.state.settings)
@@ -204,7 +204,7 @@ def router() -> APIRouter:
             return PlainTextResponse(f"{exc}\n", status_code=503)
         return Response(render(snapshot), media_type=CONTENT_TYPE)
 
-    return ops
+    return endpoints
 
 
 def _not_ready(reason: str) -> Response:

@@ -1,5 +1,6 @@
 """Telling people a call waits for them: the channels (signed webhooks, a Slack-compatible
-incoming webhook, e-mail over SMTP) and the notifier loop that feeds them.
+incoming webhook, e-mail over SMTP) and the notifier loop that feeds them. What a notice says and
+how it is signed, the pure part, is ``approvals.notify``.
 
 The notifier polls with one statement that claims what is owed (see ``claim_notifications``):
 a delivery per (request, channel, escalation level), inserted by exactly one worker, so several
