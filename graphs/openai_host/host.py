@@ -77,7 +77,7 @@ class OpenAIHost:
         self.agent: Agent[Any] = given.agent
         self.max_turns = given.max_turns
         self.governance = _with_needs_approval(given.governance)
-        for agent in _reachable(self.agent):
+        for agent in reachable(self.agent):
             for tool in agent.tools:
                 if isinstance(tool, FunctionTool) and not isinstance(
                     tool.on_invoke_tool, _GovernedInvoke
@@ -105,7 +105,7 @@ def _with_needs_approval(governance: Governance | None) -> Governance:
     )
 
 
-def _reachable(root: Agent[Any]) -> Iterator[Agent[Any]]:
+def reachable(root: Agent[Any]) -> Iterator[Agent[Any]]:
     """``root`` and every agent it reaches through ``as_tool()`` tools and handoffs."""
     seen: set[int] = set()
     stack: list[Any] = [root]
@@ -120,7 +120,12 @@ def _reachable(root: Agent[Any]) -> Iterator[Agent[Any]]:
             if nested is not None:
                 stack.append(nested)
         for handoff in agent.handoffs:
-            stack.append(handoff if isinstance(handoff, Agent) else None)
+            if isinstance(handoff, Agent):
+                stack.append(handoff)
+            else:
+                # A ``handoff(agent)`` keeps its target by weak reference.
+                ref = getattr(handoff, "_agent_ref", None)
+                stack.append(ref() if callable(ref) else None)
 
 
 def _govern(agent: Agent[Any], tool: FunctionTool) -> None:
@@ -251,6 +256,29 @@ class HostRun:
                 )
             )
         return Gate(args=target)
+
+    async def after(
+        self, tool: FunctionTool, call_id: str, args: dict[str, Any], result: Any
+    ) -> Any:
+        """``post_tool_call``: the result reaches the model only as the policies leave it
+        (masked by a transform, withheld by a deny). The ledger keeps what the tool returned."""
+        value = _storable(result)
+        ctx = self.session.context(
+            "post_tool_call",
+            extensions={"tool": {"agent": self.agent_name}},
+            call_id=call_id,
+            name=tool.name,
+            args=args,
+            value=value,
+            is_error=isinstance(value, str) and value.startswith('{"error"'),
+        )
+        try:
+            await self.session.emit(ctx)
+        except InterceptionBlocked as blocked:
+            verdict = blocked.result.verdict
+            return _error(verdict.reason or "denied", verdict.message or "the result was withheld")
+        released = ctx["tool_result"]["value"]
+        return result if released == value else released
 
     async def execute_once(
         self,
@@ -403,7 +431,8 @@ class _GovernedInvoke:
             # A nested agent: its own function tools go through the ledger one by one; the
             # nested run itself may pause and resume, so it is not a single execution.
             return await invoke()
-        return await run.execute_once(self._tool, call_id, final, invoke)
+        result = await run.execute_once(self._tool, call_id, final, invoke)
+        return await run.after(self._tool, call_id, final, result)
 
 
 def _error(code: str, message: str, **more: Any) -> str:

@@ -20,13 +20,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from agent_hooks import InterceptionBlocked
 from agents import RunConfig, RunState
 from agents import Runner as SDKRunner
 
-from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
+from approvals.errors import DatabaseUnavailable, GraphLoadError, InvalidRunInput, ThreadBusy
 from approvals.json_values import check_inputs
 from approvals.model import JobStatus, ResumeCheck, RunStatus
 from approvals.ports import ClaimedJob, NewRun, Runs
+from graphs.admission import blocked_reason, emit_input, emit_startup
 from graphs.deps import GraphDeps
 from graphs.governance import SessionHolder, record_row
 from graphs.openai_host.host import HostRun, OpenAIHost, enter, leave
@@ -95,9 +97,17 @@ class OpenAIRunner:
         self._runs = runs
         self._transient = transient
 
-    @property
-    def _states(self) -> OpenAIRunStates:
-        return self._deps.provided(OPENAI_STATES)
+    def _states(self, host: OpenAIHost) -> OpenAIRunStates:
+        try:
+            return self._deps.provided(OPENAI_STATES)
+        except LookupError as exc:
+            # Not "never": a worker of a host that gives the store may take the job.
+            raise GraphLoadError(
+                host.name,
+                "OpenAI Agents SDK agent",
+                "this host keeps no OpenAI run states: give GraphDeps.extras "
+                "graphs.openai_host.openai_extras(storage.openai_runs.PgOpenAIRunStates(db))",
+            ) from exc
 
     async def start(
         self,
@@ -112,7 +122,7 @@ class OpenAIRunner:
         if thread_id is not None and not (0 < len(thread_id) <= 200):
             raise InvalidRunInput("thread id must be 1 to 200 characters")
         given = parse_openai_input(input)
-        states = self._states  # before anything is written: a host without the store fails
+        states = self._states(host)  # before anything is written
         run_id = str(uuid.uuid4())
         given_thread = thread_id is not None
         thread_id = thread_id or run_id
@@ -122,16 +132,25 @@ class OpenAIRunner:
             if last is not None and last.status is RunStatus.WAITING:
                 raise ThreadBusy(thread_id)
 
-        kept = {"message": given} if isinstance(given, str) else {"input": given}
+        # agent_startup and input, before anything is written: the run's row keeps the input
+        # as admitted (nothing of a denied one, a masked one masked).
+        holder = SessionHolder()
+        session = holder.get(host.governance, graph=host.name, run_id=run_id, principal=principal)
+        admitted, blocked = await _admit(session, host, given)
+        kept: dict[str, Any] = {}
+        if admitted is not None:
+            kept = {"message": admitted} if isinstance(admitted, str) else {"input": admitted}
         new = NewRun(
             run_id=run_id, thread_id=thread_id, graph=host.name, started_by=principal, input=kept
         )
         async with self._runs.begin(new, check=refuse_if_waiting if given_thread else None) as run:
-            holder = SessionHolder()
             try:
-                outcome = await self._step(
-                    host, given, run_id, thread_id, principal, holder, states, {}
-                )
+                if blocked is not None:
+                    outcome = _blocked(blocked, run_id, thread_id)
+                else:
+                    outcome = await self._step(
+                        host, admitted, run_id, thread_id, principal, holder, states, {}
+                    )
             except DatabaseUnavailable as exc:
                 # Nothing retries a start: it fails, visibly.
                 outcome = RunOutcome(
@@ -149,7 +168,7 @@ class OpenAIRunner:
     ) -> RunOutcome | None:
         """Resume the run of a claimed job (the caller holds the thread's lock)."""
         job = claimed.job
-        states = self._states
+        states = self._states(host)
         stored = await states.load(job.run_id)
         if stored is None:
             await claimed.complete(JobStatus.FAILED, "the run has no stored state")
@@ -309,7 +328,11 @@ class OpenAIRunner:
             answer = final if isinstance(final, str) else None
             if final is not None and answer is None:
                 answer = json.dumps(_plain(final), sort_keys=True, default=str)
-            outcome = dataclasses.replace(outcome, answer=answer)
+            released, stopped = await _emit_output(session, answer)
+            if stopped is not None:
+                outcome = _blocked(stopped, run_id, thread_id)
+            else:
+                outcome = dataclasses.replace(outcome, answer=released)
         await states.save(
             run_id=run_id,
             agent=host.name,
@@ -351,3 +374,54 @@ async def _ended(holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
     if outcome.status is not RunStatus.WAITING:
         await session.shutdown("completed" if outcome.status is RunStatus.COMPLETED else "error")
     return dataclasses.replace(outcome, records=tuple(record_row(r) for r in session.records()))
+
+
+async def _admit(session: Any, host: OpenAIHost, given: Any) -> tuple[Any, dict[str, Any] | None]:
+    """``agent_startup`` and ``input`` for a new run: the input as admitted (a transform's
+    rewrite), or why the run is blocked. The SDK cannot pause for its input, so an escalation
+    here blocks the run (a deny to the emitter without a slot)."""
+    tools = [t.name for agent in _agents(host) for t in agent.tools]
+    stopped = await emit_startup(session, tools)
+    if stopped is not None:
+        return None, stopped
+    content, stopped = await emit_input(session, given, None)
+    if stopped is not None:
+        return None, stopped
+    if isinstance(given, str) and not isinstance(content, str):
+        return None, {"point": "input", "reason": "transform", "message": "not a message"}
+    if isinstance(given, list) and not (
+        isinstance(content, list) and all(isinstance(i, dict) for i in content)
+    ):
+        return None, {"point": "input", "reason": "transform", "message": "not input items"}
+    return content, None
+
+
+async def _emit_output(
+    session: Any, answer: str | None
+) -> tuple[str | None, dict[str, Any] | None]:
+    """``output`` for the final answer: the answer as released, or why the run is blocked."""
+    if answer is None:
+        return None, None
+    ctx = session.context("output", content=answer)
+    try:
+        await session.emit(ctx)
+    except InterceptionBlocked as blocked:
+        return None, blocked_reason(blocked)
+    released = ctx["output"]["content"]
+    return released if isinstance(released, str) else json.dumps(released), None
+
+
+def _blocked(blocked: dict[str, Any], run_id: str, thread_id: str) -> RunOutcome:
+    detail = blocked.get("message") or blocked.get("reason") or "denied"
+    return RunOutcome(
+        run_id=run_id,
+        thread_id=thread_id,
+        status=RunStatus.BLOCKED,
+        error=f"blocked at {blocked.get('point')}: {detail}"[:1000],
+    )
+
+
+def _agents(host: OpenAIHost) -> list[Any]:
+    from graphs.openai_host.host import reachable
+
+    return list(reachable(host.agent))
