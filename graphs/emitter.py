@@ -92,6 +92,9 @@ _MODES: Final = {m.value: m for m in EnforcementMode}
 
 #: What identifies an immutable verdict's wire text: decision, reason, message, warnings, labels.
 _VerdictKey = tuple[str, str | None, str | None, tuple[Warning, ...], tuple[str, ...]]
+#: The §5 gate's outcome by immutable verdict: a pure function of the key, so one table serves
+#: every emitter (a session builds a new one per invocation).
+_GATED: dict[_VerdictKey, Verdict] = {}
 
 
 def emitter_kind() -> str:
@@ -193,12 +196,11 @@ class HostEmitter(InterceptionEmitter):
     """``InterceptionEmitter`` with one serialization per emission and copies only for
     interceptors that may mutate the context (see the module docstring)."""
 
-    __slots__ = ("_verdicts", "_wires")
+    __slots__ = ("_wires",)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._wires: dict[int, _Wire] = {}
-        self._verdicts: dict[_VerdictKey, Verdict] = {}
 
     async def emit_unchecked(self, ctx: AgentContext) -> InterceptionRecord:
         """``InterceptionEmitter.emit_unchecked``; a context the fast path cannot carry takes
@@ -238,6 +240,19 @@ class HostEmitter(InterceptionEmitter):
             return wire.identity
         return super()._compute_identity(ctx)
 
+    async def _consult(self, ctx: AgentContext, verdict: Verdict) -> tuple[Verdict, bool] | None:
+        wire = self._wires.get(id(ctx))
+        if wire is not None and self._approval_redactor is not None:
+            # A redactor is handed the context itself and may return it: hash what it returns.
+            wire.stale = True
+        try:
+            return await super()._consult(ctx, verdict)
+        finally:
+            if wire is not None:
+                # The resolver was handed the context itself (the SDK hands it the same object):
+                # what follows must not assume it is unchanged.
+                wire.stale = True
+
     def _fold_transform(self, ctx: AgentContext, v: Verdict) -> Verdict:
         wire = self._wires.get(id(ctx))
         if wire is not None and self._mode is EnforcementMode.ENFORCE:
@@ -275,15 +290,15 @@ class HostEmitter(InterceptionEmitter):
         key = _key_of(raw)
         if key is None:
             return _gate(raw)
-        known = self._verdicts.get(key)
+        known = _GATED.get(key)
         if known is not None:
             return known
         verdict = _gate(raw)
         if verdict.approval is None and verdict.transform is None and verdict.evidence is None:
             # Immutable (frozen, tuples of frozen values): sharing it is unobservable.
-            if len(self._verdicts) >= _VERDICT_MEMO:
-                self._verdicts.clear()
-            self._verdicts[key] = verdict
+            if len(_GATED) >= _VERDICT_MEMO:
+                _GATED.clear()
+            _GATED[key] = verdict
         return verdict
 
     def _active(self, ctx: AgentContext) -> list[_Bound]:
