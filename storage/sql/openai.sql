@@ -4,6 +4,8 @@
 -- name: save_openai_state
 -- Store a run's serialized RunState and its version, and bind the requests it waits on to
 -- that version, in one statement: a request never carries a version whose state is not stored.
+-- Bound whatever their status: an approver may decide a request between the moment the run
+-- records it and this statement, and its resume must find it bound all the same.
 WITH saved AS (
     INSERT INTO openai_run_states
         (run_id, agent, state, version, waiting, status, answer, error)
@@ -17,7 +19,7 @@ WITH saved AS (
 ), bound AS (
     UPDATE approval_requests
        SET state_version = %(version)s
-     WHERE run_id = %(run_id)s AND id = ANY(%(request_ids)s::uuid[]) AND status = 'pending'
+     WHERE run_id = %(run_id)s AND id = ANY(%(request_ids)s::uuid[])
     RETURNING id
 )
 SELECT (SELECT count(*) FROM saved) AS saved, (SELECT count(*) FROM bound) AS bound;

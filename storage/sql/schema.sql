@@ -502,6 +502,18 @@ CREATE SEQUENCE public.notification_deliveries_id_seq
 
 ALTER SEQUENCE public.notification_deliveries_id_seq OWNED BY public.notification_deliveries.id;
 
+CREATE TABLE public.openai_run_states (
+    run_id uuid NOT NULL,
+    agent text NOT NULL,
+    state text NOT NULL,
+    version text NOT NULL,
+    waiting jsonb DEFAULT '[]'::jsonb NOT NULL,
+    status text NOT NULL,
+    answer text,
+    error text,
+    saved_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE public.resume_queue (
     id bigint NOT NULL,
     request_id uuid NOT NULL,
@@ -687,6 +699,9 @@ ALTER TABLE ONLY public.notification_deliveries
 ALTER TABLE ONLY public.notification_deliveries
     ADD CONSTRAINT notification_deliveries_request_id_channel_escalation_level_key UNIQUE (request_id, channel, escalation_level);
 
+ALTER TABLE ONLY public.openai_run_states
+    ADD CONSTRAINT openai_run_states_pkey PRIMARY KEY (run_id);
+
 ALTER TABLE ONLY public.resume_queue
     ADD CONSTRAINT resume_queue_decision_id_key UNIQUE (decision_id);
 
@@ -795,6 +810,9 @@ ALTER TABLE ONLY public.notification_attempts
 
 ALTER TABLE ONLY public.notification_deliveries
     ADD CONSTRAINT notification_deliveries_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.approval_requests(id);
+
+ALTER TABLE ONLY public.openai_run_states
+    ADD CONSTRAINT openai_run_states_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.resume_queue
     ADD CONSTRAINT resume_queue_decision_id_fkey FOREIGN KEY (decision_id) REFERENCES public.decisions(id);

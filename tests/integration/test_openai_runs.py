@@ -575,3 +575,54 @@ async def test_the_registry_tells_an_sdk_agent_from_a_graph(openai_engine: Engin
     assert registry.governance(AGENT) is None
     with pytest.raises(GraphLoadError, match="not a LangGraph graph"):
         registry.get(AGENT)
+
+
+async def test_two_calls_decided_before_the_worker_resume_once_and_the_other_job_skips(
+    openai_engine: Engine,
+) -> None:
+    engine = openai_engine
+    run = await start(engine, "refund 1001 and 1002")
+    for request_id in run.pending:
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
+    assert await engine.drain() == 2
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed", finished
+    assert finished.answer == "Refunded 25.00 on order 1001. Refunded 120.00 on order 1002."
+    for call_id in ("refund-1001", "refund-1002"):
+        assert len(await side_effects(engine, run.run_id, call_id)) == 1
+    statuses = await scalar(
+        engine,
+        "SELECT array_agg(status ORDER BY status) FROM resume_queue WHERE run_id = %s",
+        run.run_id,
+    )
+    assert statuses == ["done", "skipped"]
+
+
+async def test_a_request_decided_before_its_run_stored_the_state_still_resumes(
+    openai_engine: Engine,
+) -> None:
+    """An approver may decide between the moment the run records the request and the moment
+    it stores its state: the request is bound to the stored version all the same."""
+    engine = openai_engine
+    run = await start(engine, "refund 1001")
+    stored = await stored_state(engine, run.run_id)
+    async with engine.connection() as conn:
+        # As if decided first: the statement that stores the state runs again after it.
+        await conn.execute(
+            "UPDATE approval_requests SET state_version = NULL WHERE id = %s", (run.pending[0],)
+        )
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    states = PgOpenAIRunStates(engine._db)
+    await states.save(
+        run_id=run.run_id,
+        agent=AGENT,
+        state=stored["state"],
+        version=stored["version"],
+        waiting=tuple((w["call_id"], w["request_id"]) for w in stored["waiting"]),
+        status="waiting",
+    )
+    await engine.drain()
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed", finished
