@@ -110,3 +110,34 @@ def governed_view(
         fn=call_fn,
         sensitive=sensitive,
     )
+
+
+def from_langchain(tool: BaseTool, *, sensitive: bool = False) -> GovernedTool:
+    """Govern an existing LangChain tool. Its ``args_schema`` is a pydantic model or a
+    JSON-schema document (MCP tools); the idempotency key reaches it as
+    ``config["metadata"]["idempotency_key"]``. A tool with injected arguments
+    (``InjectedState``, ``InjectedToolCallId``, ``ToolRuntime``, ...) is refused here: only
+    LangGraph's ``ToolNode`` fills them in, so use it with ``graphs.ApprovalMiddleware``."""
+    injected = injected_arguments(tool)
+    if injected:
+        # Refused now: the call would otherwise fail for the missing values after a human
+        # approved it.
+        raise TypeError(
+            f"tool {tool.name!r} takes injected arguments ({', '.join(injected)}), which only "
+            "a ToolNode fills in: give it to a create_agent agent with graphs.ApprovalMiddleware"
+        )
+    schema = args_model_of(tool)
+
+    async def call_fn(args: BaseModel, call: ToolCall) -> Any:
+        return await tool.ainvoke(
+            args.model_dump(mode="json"),
+            config={"metadata": {"idempotency_key": call.idempotency_key, "run_id": call.run_id}},
+        )
+
+    return GovernedTool(
+        name=tool.name,
+        description=tool.description,
+        args_model=schema,
+        fn=call_fn,
+        sensitive=sensitive,
+    )

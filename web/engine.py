@@ -457,6 +457,7 @@ class Engine:
     async def recheck_edit(self, request: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
         """The edited ``args`` as the tool parses them, once the run's policy and the tool's
         preconditions accept them; ``EditRefused`` otherwise (the request stays pending)."""
+        # Function-local for the same reason as _graphs: these import LangGraph.
         from graphs.conditions import first_failure
         from graphs.edits import EditOutcome, recheck_edit, successful_counts
         from graphs.tools import ToolCall

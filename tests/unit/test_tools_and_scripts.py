@@ -15,8 +15,9 @@ from approvals.errors import InvalidRunInput
 from graphs.examples.email import email_script
 from graphs.examples.refund import refund_script
 from graphs.interceptors import EscalateSensitiveTools
+from graphs.lc_tools import from_langchain
 from graphs.runner import parse_input
-from graphs.tools import ToolCall, from_langchain, governed_tool
+from graphs.tools import ToolCall, governed_tool
 
 
 def test_governed_tool_schema_comes_from_type_hints() -> None:
