@@ -62,9 +62,9 @@ from pydantic import Field
 
 from graphs.agent import AgentGraph, AgentState, ToolTask, build_agent
 from graphs.deps import GraphDeps
+from graphs.emitter import JsonContext
 from graphs.examples.demo import current_turn, result_of
 from graphs.examples.effects import side_effects
-from graphs.governance import JsonContext
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
 

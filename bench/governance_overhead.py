@@ -52,8 +52,9 @@ from graphs import ApprovalMiddleware
 from graphs.admission import input_gate
 from graphs.agent import build_agent
 from graphs.deps import GraphDeps
+from graphs.emitter import JsonContext
 from graphs.examples.effects import extras
-from graphs.governance import Governance, JsonContext, SessionHolder
+from graphs.governance import Governance, SessionHolder
 from graphs.middleware import register_hosts
 from graphs.run_config import engine_configurable
 from graphs.scripted import ScriptedChatModel, ScriptedToolModel

@@ -42,7 +42,7 @@ def admin_url() -> str:
 
 async def _admin(admin_url: str, statement: str) -> None:
     async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
-        await conn.execute(statement)  # type: ignore[arg-type]
+        await conn.execute(statement)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -15,7 +15,7 @@ async def side_effects(engine: Engine, run_id: str, call_id: str) -> list[dict[s
 
 async def scalar(engine: Engine, query: str, *params: Any) -> Any:
     async with engine.connection() as conn:
-        row = await (await conn.execute(query, params)).fetchone()  # type: ignore[arg-type]
+        row = await (await conn.execute(query, params)).fetchone()
     assert row is not None
     return next(iter(row.values()))
 

@@ -15,7 +15,7 @@ from web.cli import app
 async def invoke(env: dict[str, str], *args: str) -> Result:
     """Run ``approvals ARGS`` with exactly ``env``'s APPROVALS_* settings (others unset). On a
     thread: the command runs its own event loop."""
-    settings = {k: None for k in os.environ if k.startswith("APPROVALS_")}
+    settings: dict[str, str | None] = {k: None for k in os.environ if k.startswith("APPROVALS_")}
     settings.update({k: v for k, v in env.items() if k.startswith("APPROVALS_")})
     result = await asyncio.to_thread(
         CliRunner().invoke, app, list(args), env=settings, catch_exceptions=False

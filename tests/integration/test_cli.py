@@ -86,11 +86,11 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
     points = [(i["point"], i["decision"]) for i in report["interceptions"]]
     assert points[0] == ("agent_startup", "allow")
     assert points[-1] == ("agent_shutdown", "allow")
-    decided = [i for i in report["interceptions"] if i["resolved_by"]]
+    resolved = [i for i in report["interceptions"] if i["resolved_by"]]
     # Approved with an edit, rejected: each decided call recorded once, when decided; the
     # edited arguments went through pre_tool_call again, and the same approvers' decision
     # covered their escalation.
-    assert sorted((i["decision"], i["resolved_by"]) for i in decided) == [
+    assert sorted((i["decision"], i["resolved_by"]) for i in resolved) == [
         ("allow", "approval"),
         ("deny", "rejection"),
         ("transform", "approval"),
@@ -153,7 +153,7 @@ async def test_the_demo_pauses_and_finishes_once_decided(
     demo = await spawn(cli_env, "demo")
     assert demo.stdout is not None
     request_id = None
-    seen = []
+    seen: list[str] = []
     while request_id is None:
         line = (await asyncio.wait_for(demo.stdout.readline(), 120)).decode()
         assert line, f"demo ended early: {''.join(seen)}"
@@ -220,7 +220,8 @@ async def test_tools_are_listed_with_their_validation(cli_env: dict[str, str]) -
     assert refund["approver_group"] == "finance"
     assert refund["arguments"]["properties"]["amount"]["maximum"] == 10_000
     assert tools["lookup_order"]["sensitive"] is False
-    assert set(listed.json()) == {"refund", "email"}
+    # The OpenAI-SDK example is registered where the SDK is installed (make test installs it).
+    assert set(listed.json()) == {"refund", "email", "refund_openai"}
     missing = await cli(cli_env, "tools", "list", "nope")
     assert missing.code == 4
     assert "unknown graph" in missing.stderr

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 from agent_hooks import Decision, Transform, Verdict
+from langgraph.pregel import Pregel
 
 from approvals.authz import ApproverRules
 from approvals.decisions import decide
 from approvals.errors import EditRefused, NotAllowed, ShownCopyChanged
-from approvals.model import RequestStatus
+from approvals.model import RequestStatus, Vote
 from approvals.policy import load_policy
 from approvals.principals import Principal
-from graphs.agent import AgentGraph
 from graphs.deps import GraphDeps
 from graphs.examples import refund
 from graphs.governance import Governance
@@ -65,6 +65,7 @@ async def test_an_edit_needing_other_approvers_is_their_request_never_the_editor
     decision = await engine.decide_as_operator(
         run.pending[0], "approve", principal="token:sue", args=edited
     )
+    assert not isinstance(decision, Vote)
     assert decision.kind == "edit"
     assert await engine.worker.drain() == 1
 
@@ -171,7 +172,7 @@ class _Halve:
         )
 
 
-def build_halved(deps: GraphDeps) -> AgentGraph:
+def build_halved(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
     """The refund agent with ``_Halve`` registered before its policy."""
     policy = load_policy(refund.POLICY)
     governance = Governance(interceptors=[_Halve(), policy], names=["halve", "policy"])

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from approvals.errors import InvalidDecision
-from graphs.agent import build_agent
+from graphs.agent import AgentState, build_agent
 from graphs.deps import GraphDeps
 from graphs.examples.effects import extras
 from graphs.governance import Governance
@@ -121,10 +122,10 @@ async def test_a_denied_answer_is_never_released(governed: Engine) -> None:
         graph="deny_output",
         deps=governed.registry.deps,
     )
-    config = {"configurable": {"thread_id": "t-deny-output", **engine}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t-deny-output", **engine}}
     payload = {"messages": [{"role": "user", "content": "hello"}]}
     seen = []
-    async for chunk in graph.astream(payload, config, stream_mode=["updates", "messages"]):  # type: ignore[arg-type]
+    async for chunk in graph.astream(payload, config, stream_mode=["updates", "messages"]):
         seen.append(str(chunk))
     # The model's answer ("Which order should I refund? ...") reached nobody.
     assert seen
@@ -150,20 +151,20 @@ async def test_a_streaming_model_streams_nothing_before_output_allowed_it(
         deps=deps,
         governance=Governance(interceptors=[DenyOutput()]),
     )
-    payload = {
+    payload: AgentState = {
         "messages": [HumanMessage(content="hello")],
         "run_id": "00000000-0000-4000-8000-000000000002",
         "started_by": "a",
         "new_input": True,
     }
-    config = {"configurable": {"thread_id": "t-streaming"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t-streaming"}}
     chunks = [
         str(chunk)
-        async for chunk in graph.astream(payload, config, stream_mode=["messages", "updates"])  # type: ignore[arg-type]
+        async for chunk in graph.astream(payload, config, stream_mode=["messages", "updates"])
     ]
     assert chunks
     assert not [c for c in chunks if "secret" in c]
-    state = await graph.aget_state(config)  # type: ignore[arg-type]
+    state = await graph.aget_state(config)
     assert state.values["blocked"]["point"] == "output"
 
 

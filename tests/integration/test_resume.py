@@ -10,7 +10,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from approvals.errors import ThreadBusy
-from approvals.model import Decision, ExecutionStatus, JobStatus, RequestStatus, ResumeJob
+from approvals.model import (
+    Decision,
+    ExecutionStatus,
+    JobStatus,
+    RequestStatus,
+    ResumeJob,
+    ToolExecution,
+)
 from graphs.runner import RunOutcome
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
 from web.engine import Engine, open_engine
@@ -137,6 +144,7 @@ class _HeldJob:
 async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine) -> None:
     run = await start_refund(engine)
     decision = await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    assert isinstance(decision, Decision)
     job = _job_for(decision, run)
 
     async def resume(held: _HeldJob) -> None:
@@ -152,6 +160,7 @@ async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine
 async def test_resuming_an_already_resumed_call_is_skipped(engine: Engine) -> None:
     run = await start_refund(engine)
     decision = await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    assert isinstance(decision, Decision)
     await engine.worker.drain()
     replay = _HeldJob(_job_for(decision, run))
     assert await engine.runner.resume(replay) is None
@@ -297,10 +306,14 @@ async def test_a_database_failure_mid_resume_leaves_the_job_for_a_retry(
 
     original = engine.ledger.begin
 
-    async def begin_then_cut(**kwargs: object) -> object:
-        if kwargs.get("call_id") == "refund-1001":
+    async def begin_then_cut(
+        *, run_id: str, call_id: str, tool: str, key: str, args_identity: str
+    ) -> tuple[bool, ToolExecution]:
+        if call_id == "refund-1001":
             await cut_connections()
-        return await original(**kwargs)  # type: ignore[arg-type]
+        return await original(
+            run_id=run_id, call_id=call_id, tool=tool, key=key, args_identity=args_identity
+        )
 
     engine.ledger.begin = begin_then_cut  # type: ignore[method-assign]
     try:
