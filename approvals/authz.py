@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from approvals.errors import NotAllowed
-from approvals.model import ApprovalRequest, Run
+from approvals.model import PendingCall, Run
 from approvals.principals import Principal
 
 
@@ -26,17 +26,17 @@ class ApproverRules:
     default_group: str = "approvers"
     operator_group: str = "operators"
 
-    def deciders(self, request: ApprovalRequest) -> frozenset[str]:
+    def deciders(self, request: PendingCall) -> frozenset[str]:
         """The groups whose members may decide ``request``."""
         return frozenset(request.approvers) or frozenset({self.default_group})
 
     def is_operator(self, principal: Principal) -> bool:
         return self.operator_group in principal.groups
 
-    def may_see(self, principal: Principal, request: ApprovalRequest) -> bool:
+    def may_see(self, principal: Principal, request: PendingCall) -> bool:
         return bool(principal.groups & self.deciders(request)) or self.is_operator(principal)
 
-    def check_decide(self, principal: Principal, request: ApprovalRequest) -> None:
+    def check_decide(self, principal: Principal, request: PendingCall) -> None:
         """Raises ``NotAllowed`` unless ``principal`` may decide ``request`` (call it only for
         a request the principal may see)."""
         if principal.person is None:
@@ -61,14 +61,14 @@ class ApproverRules:
             groups = ", ".join(sorted(self.deciders(request)))
             raise NotAllowed(request.id, f"only members of {groups} may decide it")
 
-    def may_decide(self, principal: Principal, request: ApprovalRequest) -> bool:
+    def may_decide(self, principal: Principal, request: PendingCall) -> bool:
         try:
             self.check_decide(principal, request)
         except NotAllowed:
             return False
         return True
 
-    def may_see_run(self, principal: Principal, run: Run, requests: list[ApprovalRequest]) -> bool:
+    def may_see_run(self, principal: Principal, run: Run, requests: list[PendingCall]) -> bool:
         """The run's starter, operators, and whoever may see one of its requests."""
         return (
             run.started_by == principal.id

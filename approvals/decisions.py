@@ -22,7 +22,7 @@ from approvals.errors import (
 )
 from approvals.identity import call_identity
 from approvals.json_values import check_inputs
-from approvals.model import ApprovalRequest, Decision, DecisionKind, Verdict, Vote
+from approvals.model import DecisionKind, DecisionRecord, PendingCall, Ruling, Vote
 from approvals.ports import ApprovalRequests, Decisions, RequestCheck
 from approvals.redaction import check_edit, visible_errors
 
@@ -58,9 +58,7 @@ class EditRecheck(Protocol):
     the policy denies or would rewrite them, ``EditedArgumentsInvalid`` when the tool refuses
     them."""
 
-    async def __call__(
-        self, request: ApprovalRequest, args: dict[str, Any], /
-    ) -> dict[str, Any]: ...
+    async def __call__(self, request: PendingCall, args: dict[str, Any], /) -> dict[str, Any]: ...
 
 
 def _check_answer(
@@ -77,7 +75,7 @@ def _check_answer(
         raise InvalidDecision(request_id, f"message is longer than {MAX_REASON_LENGTH} characters")
 
 
-def _not_offered(request: ApprovalRequest, what: str) -> str:
+def _not_offered(request: PendingCall, what: str) -> str:
     offered = ", ".join(request.offered_decisions) or "nothing"
     return f"this request cannot be {what}; it offers: {offered}"
 
@@ -86,7 +84,7 @@ async def decide(
     requests: ApprovalRequests,
     decisions: Decisions,
     request_id: str,
-    verdict: Verdict | str,
+    verdict: Ruling | str,
     *,
     principal: str,
     reason: str | None = None,
@@ -95,7 +93,7 @@ async def decide(
     message: str | None = None,
     check: RequestCheck | None = None,
     override_by: str | None = None,
-) -> Decision | Vote:
+) -> DecisionRecord | Vote:
     """Decide one pending call as ``principal``.
 
     Edited arguments go through ``recheck`` (the policy, again) before anything is consumed;
@@ -119,7 +117,7 @@ async def decide(
     # nesting that would exhaust the schema validator (InvalidValue names the field).
     check_inputs(reason=reason, args=args, principal=principal, message=message)
     try:
-        verdict = Verdict(verdict)
+        verdict = Ruling(verdict)
     except ValueError:
         raise InvalidDecision(
             canonical, f"decision must be approve, reject or respond, not {verdict!r}"
@@ -128,13 +126,13 @@ async def decide(
         raise InvalidDecision(canonical, "a decision needs an authenticated principal")
     if reason is not None and len(reason) > MAX_REASON_LENGTH:
         raise InvalidDecision(canonical, f"reason is longer than {MAX_REASON_LENGTH} characters")
-    if verdict is Verdict.REJECT and args is not None:
+    if verdict is Ruling.REJECT and args is not None:
         raise InvalidDecision(canonical, "edited arguments only go with approve")
-    if verdict is Verdict.REJECT and not (reason and reason.strip()):
+    if verdict is Ruling.REJECT and not (reason and reason.strip()):
         raise InvalidDecision(canonical, "a rejection needs a reason")
     if args is not None and not isinstance(args, dict):
         raise InvalidDecision(canonical, "edited arguments must be a JSON object")
-    if verdict is Verdict.RESPOND:
+    if verdict is Ruling.RESPOND:
         _check_answer(canonical, message, reason=reason, args=args)
     elif message is not None:
         raise InvalidDecision(canonical, "a message (an answer) only goes with respond")
@@ -148,7 +146,7 @@ async def decide(
         # What the decider was shown is not what was recorded: no decision can be bound to it.
         await requests.record_tampered(request, principal=principal.strip())
         raise ShownCopyChanged(canonical)
-    if verdict is Verdict.RESPOND:
+    if verdict is Ruling.RESPOND:
         if "respond" not in request.offered_decisions:
             raise InvalidDecision(canonical, _not_offered(request, "answered in the tool's place"))
         # The answer is the tool's result; it is kept as the decision's reason (and so in the
@@ -163,10 +161,10 @@ async def decide(
             check=check,
             override_by=override_by,
         )
-    if verdict is Verdict.REJECT and "reject" not in request.allowed_decisions:
+    if verdict is Ruling.REJECT and "reject" not in request.allowed_decisions:
         raise InvalidDecision(canonical, _not_offered(request, "rejected"))
     edits = args is not None and args != request.shown.get("args")
-    if verdict is Verdict.APPROVE and not edits and "approve" not in request.allowed_decisions:
+    if verdict is Ruling.APPROVE and not edits and "approve" not in request.allowed_decisions:
         raise InvalidDecision(canonical, _not_offered(request, "approved as shown"))
     if args is not None:
         # Edits are validated against the schema recorded with the request.

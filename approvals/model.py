@@ -69,7 +69,7 @@ class EscalationStep:
         return cls(approvers=tuple(approvers), expires_in=timedelta(seconds=seconds))
 
 
-class Verdict(enum.StrEnum):
+class Ruling(enum.StrEnum):
     """What a human said about a pending call."""
 
     APPROVE = "approve"
@@ -122,7 +122,7 @@ class JobStatus(enum.StrEnum):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ApprovalRequest:
+class PendingCall:
     """A pending (or once-pending) sensitive tool call and what the approver is shown."""
 
     id: str
@@ -187,7 +187,7 @@ class ApprovalRequest:
         )
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> ApprovalRequest:
+    def from_row(cls, row: dict[str, Any]) -> PendingCall:
         return cls(
             id=str(row["id"]),
             run_id=str(row["run_id"]),
@@ -247,7 +247,7 @@ class ApprovalRequest:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Decision:
+class DecisionRecord:
     """A consumed decision: bound to exactly one request, made by an authenticated principal."""
 
     id: str
@@ -267,7 +267,7 @@ class Decision:
         return self.kind in (DecisionKind.APPROVE, DecisionKind.EDIT)
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Decision:
+    def from_row(cls, row: dict[str, Any]) -> DecisionRecord:
         return cls(
             id=str(row["id"]),
             request_id=str(row["request_id"]),

@@ -14,13 +14,13 @@ from typing import Any, Protocol
 
 from approvals.model import (
     DEFAULT_DECISIONS,
-    ApprovalRequest,
-    Decision,
     DecisionKind,
+    DecisionRecord,
     EscalationStep,
     ExecutionStatus,
     JobStatus,
     OnExpiry,
+    PendingCall,
     ResumeCheck,
     ResumeJob,
     Run,
@@ -65,7 +65,7 @@ class NewRequest:
 
 
 class ApprovalRequests(Protocol):
-    async def open(self, new: NewRequest) -> tuple[ApprovalRequest, Decision | None]:
+    async def open(self, new: NewRequest) -> tuple[PendingCall, DecisionRecord | None]:
         """The request for this exact call (run, call, identity), recorded if it is new, with
         its decision if one was made.
 
@@ -74,9 +74,9 @@ class ApprovalRequests(Protocol):
         """
         ...
 
-    async def get(self, request_id: str) -> ApprovalRequest | None: ...
+    async def get(self, request_id: str) -> PendingCall | None: ...
 
-    async def record_tampered(self, request: ApprovalRequest, *, principal: str | None) -> None:
+    async def record_tampered(self, request: PendingCall, *, principal: str | None) -> None:
         """Record (once per request) that its shown copy no longer matches its digest, as
         found when ``principal`` looked at it or tried to decide it."""
         ...
@@ -84,7 +84,7 @@ class ApprovalRequests(Protocol):
 
 #: Judges whether the decider may decide the request as it stands when it is consumed (under
 #: its row lock): raises ``RequestNotFound`` (it may not see it) or ``NotAllowed``.
-RequestCheck = Callable[[ApprovalRequest], None]
+RequestCheck = Callable[[PendingCall], None]
 
 
 class Decisions(Protocol):
@@ -99,7 +99,7 @@ class Decisions(Protocol):
         args_identity: str | None,
         check: RequestCheck | None = None,
         override_by: str | None = None,
-    ) -> Decision | Vote:
+    ) -> DecisionRecord | Vote:
         """Consume a pending request in one transaction: the conditional update, the decision,
         the audit event and the resume job. Raises ``RequestNotFound`` or ``RequestNotPending``.
 

@@ -32,8 +32,7 @@ from agent_hooks import (
     Verdict,
 )
 
-from approvals.model import ApprovalRequest as StoredRequest
-from approvals.model import Decision as StoredDecision
+from approvals.model import DecisionRecord, PendingCall
 from graphs.governance import ApprovalSlot, Governance, Session
 from graphs.tools import GovernedTool
 
@@ -41,7 +40,7 @@ from graphs.tools import GovernedTool
 COVERED_BY_DECISION = "covered_by_decision"
 
 
-def covers(decided: StoredRequest, approval: Mapping[str, Any]) -> bool:
+def covers(decided: PendingCall, approval: Mapping[str, Any]) -> bool:
     """Whether the decision on ``decided`` already satisfies an escalation asking for
     ``approval`` (the escalating verdict's approval block): every group that could decide
     ``decided`` may decide the new escalation, and it asks for no more approvers."""
@@ -78,7 +77,7 @@ class EditRecheckSlot:
     to ``inner`` (the stored request for the edited arguments, which names the editor as
     ``proposed_by``)."""
 
-    def __init__(self, inner: ApprovalSlot, decided: StoredRequest) -> None:
+    def __init__(self, inner: ApprovalSlot, decided: PendingCall) -> None:
         self._inner = inner
         self._decided = decided
         self.covered = False
@@ -92,13 +91,13 @@ class EditRecheckSlot:
         return self._inner.failed
 
     @property
-    def request(self) -> StoredRequest | None:
-        found: StoredRequest | None = getattr(self._inner, "request", None)
+    def request(self) -> PendingCall | None:
+        found: PendingCall | None = getattr(self._inner, "request", None)
         return found
 
     @property
-    def decision(self) -> StoredDecision | None:
-        found: StoredDecision | None = getattr(self._inner, "decision", None)
+    def decision(self) -> DecisionRecord | None:
+        found: DecisionRecord | None = getattr(self._inner, "decision", None)
         return found
 
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
@@ -140,7 +139,7 @@ class _Probe:
     awaiting_human = False
     failed = False
 
-    def __init__(self, decided: StoredRequest) -> None:
+    def __init__(self, decided: PendingCall) -> None:
         self._decided = decided
         self.covered = False
         self.wanted: Mapping[str, Any] | None = None
@@ -164,7 +163,7 @@ async def recheck_edit(
     governance: Governance,
     graph: str,
     tool: GovernedTool,
-    request: StoredRequest,
+    request: PendingCall,
     args: dict[str, Any],
     tool_counts: Mapping[str, int],
 ) -> EditCheck:

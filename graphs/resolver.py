@@ -27,17 +27,17 @@ from approvals.identity import call_identity
 from approvals.model import (
     DECISION_TYPES,
     DecisionKind,
+    DecisionRecord,
     EscalationStep,
     OnExpiry,
+    PendingCall,
     RequestStatus,
 )
-from approvals.model import ApprovalRequest as StoredRequest
-from approvals.model import Decision as StoredDecision
 from approvals.ports import ApprovalRequests, NewRequest
 from approvals.redaction import redact_shown, redacted_paths, restore
 
 
-def pause(request: StoredRequest) -> NoReturn:
+def pause(request: PendingCall) -> NoReturn:
     """Interrupt the run until a human decides ``request``."""
     payload = {
         "request_id": request.id,
@@ -65,8 +65,8 @@ class StoredDecisionResolver:
         self._requests = requests
         self._new = new
         self.escalation: Verdict | None = None
-        self.request: StoredRequest | None = None
-        self.decision: StoredDecision | None = None
+        self.request: PendingCall | None = None
+        self.decision: DecisionRecord | None = None
         self.failed = False
 
     @property

@@ -18,7 +18,7 @@ from langgraph.errors import GraphBubbleUp
 from pydantic import ValidationError
 
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import Decision, DecisionKind, ExecutionStatus, RequestStatus
+from approvals.model import DecisionKind, DecisionRecord, ExecutionStatus, RequestStatus
 from approvals.ports import NewRequest
 from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
@@ -56,9 +56,9 @@ def _denied(
     call_id: str,
     tool: str,
     blocked: InterceptionBlocked,
-    decision: Decision | None,
+    decision: DecisionRecord | None,
     *,
-    edited_by: Decision | None = None,
+    edited_by: DecisionRecord | None = None,
 ) -> ToolMessage:
     verdict = blocked.result.verdict
     if (

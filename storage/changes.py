@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from approvals.model import ApprovalRequest
+from approvals.model import PendingCall
 from storage.db import Database
 
 
@@ -18,7 +18,7 @@ class PgRequestChanges:
 
     async def since(
         self, moment: datetime | None, limit: int = 500
-    ) -> tuple[datetime, list[ApprovalRequest]]:
+    ) -> tuple[datetime, list[PendingCall]]:
         """The database's clock now, and the requests created or decided after ``moment``
         (``None``: none, only the clock), most recent first, at most ``limit``."""
         rows = await self._db.all(
@@ -26,5 +26,5 @@ class PgRequestChanges:
             {"since": moment, "limit": limit},
         )
         now: datetime = rows[0]["db_now"]
-        found = [ApprovalRequest.from_row(r) for r in rows if r["id"] is not None]
+        found = [PendingCall.from_row(r) for r in rows if r["id"] is not None]
         return now, found

@@ -13,7 +13,7 @@ from approvals.errors import (
     RequestNotPending,
 )
 from approvals.identity import shown_digest
-from approvals.model import ApprovalRequest, Decision, DecisionKind, RequestStatus, Vote
+from approvals.model import DecisionKind, DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.ports import NewRequest, RequestCheck
 from storage.db import Connection, Database, json
 
@@ -25,12 +25,12 @@ _STATUS_OF_KIND = {
 }
 
 
-def _decision_of(row: dict[str, Any]) -> Decision | None:
+def _decision_of(row: dict[str, Any]) -> DecisionRecord | None:
     """The decision joined to a request row (its columns prefixed ``d_``), if there is one."""
     if row["d_id"] is None:
         return None
     joined = {key[2:]: value for key, value in row.items() if key.startswith("d_")}
-    return Decision.from_row(
+    return DecisionRecord.from_row(
         joined | {"request_id": row["id"], "run_id": row["run_id"], "call_id": row["call_id"]}
     )
 
@@ -41,7 +41,7 @@ class PgApprovalRequests:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def open(self, new: NewRequest) -> tuple[ApprovalRequest, Decision | None]:
+    async def open(self, new: NewRequest) -> tuple[PendingCall, DecisionRecord | None]:
         params = {
             "id": str(uuid.uuid4()),
             "run_id": new.run_id,
@@ -72,38 +72,38 @@ class PgApprovalRequests:
             # its row is committed now, so asking again finds it.
             row = await self._db.one("open_request", params)
         assert row is not None, "open_request returned no row twice"
-        return ApprovalRequest.from_row(row), _decision_of(row)
+        return PendingCall.from_row(row), _decision_of(row)
 
-    async def record_tampered(self, request: ApprovalRequest, *, principal: str | None) -> None:
+    async def record_tampered(self, request: PendingCall, *, principal: str | None) -> None:
         await self._db.run(
             "record_shown_tampered",
             {"id": request.id, "principal": principal, "found": request.current_shown_digest()},
         )
 
-    async def get(self, request_id: str) -> ApprovalRequest | None:
+    async def get(self, request_id: str) -> PendingCall | None:
         row = await self._db.one("get_request", {"id": request_id})
-        return ApprovalRequest.from_row(row) if row else None
+        return PendingCall.from_row(row) if row else None
 
     async def search(
         self, status: RequestStatus | None = None, limit: int = 200
-    ) -> list[ApprovalRequest]:
+    ) -> list[PendingCall]:
         rows = await self._db.all(
             "list_requests", {"status": status.value if status else None, "limit": limit}
         )
-        return [ApprovalRequest.from_row(r) for r in rows]
+        return [PendingCall.from_row(r) for r in rows]
 
-    async def decision_of(self, request_id: str) -> tuple[str, Decision | None]:
+    async def decision_of(self, request_id: str) -> tuple[str, DecisionRecord | None]:
         """The decision made on a request, if any."""
         row = await self._db.one("request_decision", {"id": request_id})
-        return request_id, Decision.from_row(row) if row else None
+        return request_id, DecisionRecord.from_row(row) if row else None
 
-    async def decided(self, limit: int = 200) -> list[tuple[ApprovalRequest, dict[str, Any]]]:
+    async def decided(self, limit: int = 200) -> list[tuple[PendingCall, dict[str, Any]]]:
         """Decided (or expired, superseded) requests, newest first, each with who decided what
         and the run's and the tool's status since."""
         rows = await self._db.all("decided_requests", {"limit": limit})
         return [
             (
-                ApprovalRequest.from_row(row),
+                PendingCall.from_row(row),
                 {
                     "kind": row["decision_kind"],
                     "principal": row["decision_principal"],
@@ -133,9 +133,9 @@ class PgApprovalRequests:
         row = await self._db.one("requests_version", {})
         return f"{row['n']}:{row['at']}" if row else ""
 
-    async def for_run(self, run_id: str) -> list[ApprovalRequest]:
+    async def for_run(self, run_id: str) -> list[PendingCall]:
         rows = await self._db.all("run_requests", {"run_id": run_id})
-        return [ApprovalRequest.from_row(r) for r in rows]
+        return [PendingCall.from_row(r) for r in rows]
 
 
 class PgDecisions:
@@ -155,7 +155,7 @@ class PgDecisions:
         args_identity: str | None,
         check: RequestCheck | None = None,
         override_by: str | None = None,
-    ) -> Decision | Vote:
+    ) -> DecisionRecord | Vote:
         params = {
             "id": str(uuid.uuid4()),
             "request_id": request_id,
@@ -176,10 +176,10 @@ class PgDecisions:
                 locked = await self._db.one("lock_request_row", {"id": request_id}, conn)
                 if locked is None:
                     raise RequestNotFound(request_id)
-                check(ApprovalRequest.from_row(locked))
+                check(PendingCall.from_row(locked))
             row = await self._db.one("decide", params, conn)
             if row is not None:
-                return Decision.from_row(row)
+                return DecisionRecord.from_row(row)
             state = await self._db.one("request_status", {"id": request_id}, conn)
             if state is None:
                 raise RequestNotFound(request_id)
@@ -201,7 +201,7 @@ class PgDecisions:
         expired = state["status"] == RequestStatus.PENDING and state["expired"]
         raise RequestNotPending(request_id, "expired" if expired else state["status"])
 
-    async def _vote(self, params: dict[str, Any], conn: Connection) -> Decision | Vote:
+    async def _vote(self, params: dict[str, Any], conn: Connection) -> DecisionRecord | Vote:
         """An approval of a request with a quorum, under the request's row lock: counted once
         per person (not per principal: a person's token and web account are one approver), and
         the one that completes the quorum consumes the request."""
@@ -242,4 +242,4 @@ class PgDecisions:
             )
         row = await self._db.one("decide", {**params, "quorum_met": True}, conn)
         assert row is not None, "a locked, pending request was not consumed"
-        return Decision.from_row(row)
+        return DecisionRecord.from_row(row)

@@ -26,7 +26,7 @@ from approvals.errors import (
     RunNotFound,
 )
 from approvals.json_values import check_json
-from approvals.model import ApprovalRequest, Run, Vote
+from approvals.model import PendingCall, Run, Vote
 from approvals.principals import Principal
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError
@@ -57,7 +57,7 @@ ThreadId = Annotated[str, Field(min_length=1, max_length=200), storable("thread_
 Answer = Annotated[str, Field(max_length=MAX_REASON), storable("message")]
 
 
-class PendingCall(BaseModel):
+class PendingCallView(BaseModel):
     """A pending call as an approver sees it: the shown parameters, never the run's state."""
 
     id: str
@@ -184,9 +184,9 @@ class RunReport(BaseModel):
     interceptions: list[RunInterception]
 
 
-def pending_call(request: ApprovalRequest, may_decide: bool) -> PendingCall:
+def pending_call(request: PendingCall, may_decide: bool) -> PendingCallView:
     shown = request.shown
-    return PendingCall(
+    return PendingCallView(
         id=request.id,
         run_id=request.run_id,
         call_id=request.call_id,
@@ -231,9 +231,7 @@ async def bearer(request: Request) -> Principal:
 Caller = Annotated[Principal, Depends(bearer)]
 
 
-async def visible_request(
-    request: Request, request_id: str, principal: Principal
-) -> ApprovalRequest:
+async def visible_request(request: Request, request_id: str, principal: Principal) -> PendingCall:
     """The request, if ``principal`` may see it; 404 in every other case."""
     try:
         return await engine_of(request).visible_request(request_id, principal)
@@ -245,13 +243,13 @@ async def visible_request(
 def router() -> APIRouter:
     api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
 
-    @api.get("/pending", response_model=list[PendingCall], summary="Pending calls you may see")
-    async def list_pending(request: Request, principal: Caller) -> list[PendingCall]:
+    @api.get("/pending", response_model=list[PendingCallView], summary="Pending calls you may see")
+    async def list_pending(request: Request, principal: Caller) -> list[PendingCallView]:
         visible = await engine_of(request).visible_pending(principal)
         return [pending_call(r, may_decide) for r, may_decide in visible]
 
-    @api.get("/pending/{request_id}", response_model=PendingCall, summary="One pending call")
-    async def get_pending(request: Request, request_id: str, principal: Caller) -> PendingCall:
+    @api.get("/pending/{request_id}", response_model=PendingCallView, summary="One pending call")
+    async def get_pending(request: Request, request_id: str, principal: Caller) -> PendingCallView:
         found = await visible_request(request, request_id, principal)
         return pending_call(found, engine_of(request).rules.may_decide(principal, found))
 

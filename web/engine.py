@@ -37,7 +37,7 @@ from approvals.errors import (
     ShownCopyChanged,
 )
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import ApprovalRequest, Decision, RequestStatus, Run, Verdict, Vote
+from approvals.model import DecisionRecord, PendingCall, RequestStatus, Ruling, Run, Vote
 from approvals.principals import Principal
 from approvals.redaction import redacted_paths, restore
 from storage.accounts import PgAccounts
@@ -260,13 +260,13 @@ class Engine:
     async def decide(
         self,
         request_id: str,
-        verdict: Verdict | str,
+        verdict: Ruling | str,
         *,
         principal: Principal,
         reason: str | None = None,
         args: dict[str, Any] | None = None,
         message: str | None = None,
-    ) -> Decision | Vote:
+    ) -> DecisionRecord | Vote:
         """Decide a pending call as the signed-in ``principal`` (its id is the decider).
 
         The approver rules are applied to the request as it stands when it is consumed, in
@@ -280,7 +280,7 @@ class Engine:
         # same rules run again on the locked row.
         self.rules.check_decide(principal, found)
 
-        def may_decide(current: ApprovalRequest) -> None:
+        def may_decide(current: PendingCall) -> None:
             if not self.rules.may_see(principal, current):
                 raise RequestNotFound(current.id)
             self.rules.check_decide(principal, current)
@@ -301,14 +301,14 @@ class Engine:
     async def decide_as_operator(
         self,
         request_id: str,
-        verdict: Verdict | str,
+        verdict: Ruling | str,
         *,
         principal: str,
         override_by: str | None = None,
         reason: str | None = None,
         args: dict[str, Any] | None = None,
         message: str | None = None,
-    ) -> Decision | Vote:
+    ) -> DecisionRecord | Vote:
         """The operator console's decision in ``principal``'s name (``approvals decide --as``).
 
         Whoever runs the CLI holds the database, so the approver rules do not bind it; the
@@ -414,7 +414,7 @@ class Engine:
 
     # -- What the faces show ---------------------------------------------------------------
 
-    async def visible_request(self, request_id: str, principal: Principal) -> ApprovalRequest:
+    async def visible_request(self, request_id: str, principal: Principal) -> PendingCall:
         """The request, if ``principal`` may see it. A malformed id is ``InvalidRequestId``;
         an unknown one and one it may not see are both ``RequestNotFound``; a request whose
         shown copy changed is ``ShownCopyChanged`` (recorded)."""
@@ -442,7 +442,7 @@ class Engine:
 
     async def visible_pending(
         self, principal: Principal, limit: int = 500
-    ) -> list[tuple[ApprovalRequest, bool]]:
+    ) -> list[tuple[PendingCall, bool]]:
         """The pending requests ``principal`` may see (intact ones), each with whether it may
         decide it."""
         pending = await self.shown_requests(
@@ -454,7 +454,7 @@ class Engine:
             if self.rules.may_see(principal, r)
         ]
 
-    async def recheck_edit(self, request: ApprovalRequest, args: dict[str, Any]) -> dict[str, Any]:
+    async def recheck_edit(self, request: PendingCall, args: dict[str, Any]) -> dict[str, Any]:
         """The edited ``args`` as the tool parses them, once the run's policy and the tool's
         preconditions accept them; ``EditRefused`` otherwise (the request stays pending)."""
         # Function-local for the same reason as _graphs: these import LangGraph.
@@ -520,7 +520,7 @@ class Engine:
         # only when the call runs, and never stored with the decision.
         return args if withheld else parsed
 
-    async def _call_args(self, graph: str, request: ApprovalRequest) -> dict[str, Any] | None:
+    async def _call_args(self, graph: str, request: PendingCall) -> dict[str, Any] | None:
         """The arguments of ``request``'s call as its run holds them, when they are the ones
         the request's identity binds (``None`` otherwise, or when they cannot be found)."""
         registry = self._graphs.registry
@@ -544,7 +544,7 @@ class Engine:
                 return args if bound == request.identity else None
         return None
 
-    async def shown_request(self, request_id: str, *, viewer: str) -> ApprovalRequest | None:
+    async def shown_request(self, request_id: str, *, viewer: str) -> PendingCall | None:
         """The request, as it may be shown to ``viewer``; ``ShownCopyChanged`` (recorded in
         the audit log) when its shown copy is no longer the one recorded."""
         found = await self.requests.get(request_id)
@@ -554,8 +554,8 @@ class Engine:
         return found
 
     async def shown_requests(
-        self, requests: list[ApprovalRequest], *, viewer: str
-    ) -> list[ApprovalRequest]:
+        self, requests: list[PendingCall], *, viewer: str
+    ) -> list[PendingCall]:
         """``requests`` without those whose shown copy changed (each recorded once)."""
         intact = []
         for request in requests:

@@ -35,7 +35,7 @@ from approvals.errors import (
     RequestNotFound,
 )
 from approvals.json_values import check_json, parse_json, text_problem
-from approvals.model import ApprovalRequest, RequestStatus
+from approvals.model import PendingCall, RequestStatus
 from approvals.principals import Principal
 from approvals.redaction import keep_redacted_fields
 from web.engine import Engine
@@ -143,7 +143,7 @@ async def status_page(request: Request, status: int, message: str) -> Response:
     return render(request, "error.html", session, status, status=status, message=message)
 
 
-async def _request(request: Request, principal: Principal, request_id: str) -> ApprovalRequest:
+async def _request(request: Request, principal: Principal, request_id: str) -> PendingCall:
     """The request, if ``principal`` may see it; ``RequestNotFound`` otherwise (malformed ids
     too), which the error page shows as no such request."""
     try:
@@ -652,7 +652,7 @@ async def _detail(
 async def _decide(
     request: Request,
     session: Session,
-    found: ApprovalRequest,
+    found: PendingCall,
     verdict: str,
     *,
     reason: str | None = None,

@@ -18,10 +18,10 @@ from approvals.errors import (
 from approvals.identity import shown_digest
 from approvals.memory.store import MemoryStore, now
 from approvals.model import (
-    ApprovalRequest,
-    Decision,
     DecisionKind,
+    DecisionRecord,
     OnExpiry,
+    PendingCall,
     RequestStatus,
     SweepResult,
     Vote,
@@ -42,7 +42,7 @@ class MemoryApprovalRequests:
     def __init__(self, store: MemoryStore | None = None) -> None:
         self._store = store if store is not None else MemoryStore()
 
-    async def open(self, new: NewRequest) -> tuple[ApprovalRequest, Decision | None]:
+    async def open(self, new: NewRequest) -> tuple[PendingCall, DecisionRecord | None]:
         store = self._store
         same_call = [
             r
@@ -57,7 +57,7 @@ class MemoryApprovalRequests:
                     store.requests[older.id] = dataclasses.replace(
                         older, status=RequestStatus.SUPERSEDED, decided_at=at
                     )
-            found = ApprovalRequest(
+            found = PendingCall(
                 id=str(uuid.uuid4()),
                 run_id=new.run_id,
                 thread_id=new.thread_id,
@@ -90,10 +90,10 @@ class MemoryApprovalRequests:
             store.requests[found.id] = found
         return found, store.decisions.get(found.id)
 
-    async def get(self, request_id: str) -> ApprovalRequest | None:
+    async def get(self, request_id: str) -> PendingCall | None:
         return self._store.requests.get(request_id)
 
-    async def record_tampered(self, request: ApprovalRequest, *, principal: str | None) -> None:
+    async def record_tampered(self, request: PendingCall, *, principal: str | None) -> None:
         if request.id in self._store.requests:
             self._store.tampered.setdefault(request.id, (principal, request.current_shown_digest()))
 
@@ -118,9 +118,9 @@ class MemoryDecisions:
         reason: str | None,
         args: dict[str, Any] | None,
         args_identity: str | None,
-        check: Callable[[ApprovalRequest], None] | None = None,
+        check: Callable[[PendingCall], None] | None = None,
         override_by: str | None = None,
-    ) -> Decision | Vote:
+    ) -> DecisionRecord | Vote:
         """``override_by`` is kept by the PostgreSQL adapter's audit event only (this one
         writes no audit log)."""
         store = self._store

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from approvals.model import (
-    ApprovalRequest,
-    Decision,
     DecisionKind,
+    DecisionRecord,
     JobStatus,
+    PendingCall,
     RequestStatus,
     RunStatus,
     ToolExecution,
@@ -84,9 +84,9 @@ class MemoryStore:
     """Every record of one in-memory engine, keyed as the PostgreSQL tables are."""
 
     runs: dict[str, StoredRun] = field(default_factory=dict)
-    requests: dict[str, ApprovalRequest] = field(default_factory=dict)
+    requests: dict[str, PendingCall] = field(default_factory=dict)
     #: One decision per request (the ``decisions.request_id`` unique key).
-    decisions: dict[str, Decision] = field(default_factory=dict)
+    decisions: dict[str, DecisionRecord] = field(default_factory=dict)
     #: Per request: (principal, person) of each counted approval, in order.
     votes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     jobs: list[StoredJob] = field(default_factory=list)
@@ -130,7 +130,7 @@ class MemoryStore:
 
     def consume(
         self,
-        request: ApprovalRequest,
+        request: PendingCall,
         *,
         status: RequestStatus,
         kind: DecisionKind,
@@ -138,12 +138,12 @@ class MemoryStore:
         reason: str | None,
         args: dict[str, Any] | None = None,
         args_identity: str | None = None,
-    ) -> Decision:
+    ) -> DecisionRecord:
         """Decide a pending request: its new status, the decision, and a resume job (with the
         wake-up), as ``decide`` and ``sweep_expired`` do in one statement."""
         at = now()
         self.requests[request.id] = dataclasses.replace(request, status=status, decided_at=at)
-        decision = Decision(
+        decision = DecisionRecord(
             id=str(uuid.uuid4()),
             request_id=request.id,
             run_id=request.run_id,

@@ -33,7 +33,7 @@ from agents.tool_context import ToolContext
 from agents.util._approvals import evaluate_needs_approval_setting
 
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import ApprovalRequest, Decision, DecisionKind, ExecutionStatus
+from approvals.model import DecisionKind, DecisionRecord, ExecutionStatus, PendingCall
 from approvals.ports import NewRequest
 from graphs.deps import GraphDeps
 from graphs.governance import ApprovalSlot, Governance, Session
@@ -135,7 +135,7 @@ def _govern(agent: Agent[Any], tool: FunctionTool) -> None:
 
 
 class _AwaitingHuman(Exception):
-    def __init__(self, request: ApprovalRequest) -> None:
+    def __init__(self, request: PendingCall) -> None:
         super().__init__(request.id)
         self.request = request
 
@@ -156,13 +156,13 @@ class _HostSlot:
         return self._inner.failed
 
     @property
-    def request(self) -> ApprovalRequest | None:
-        found: ApprovalRequest | None = getattr(self._inner, "request", None)
+    def request(self) -> PendingCall | None:
+        found: PendingCall | None = getattr(self._inner, "request", None)
         return found
 
     @property
-    def decision(self) -> Decision | None:
-        found: Decision | None = getattr(self._inner, "decision", None)
+    def decision(self) -> DecisionRecord | None:
+        found: DecisionRecord | None = getattr(self._inner, "decision", None)
         return found
 
     async def resolve(self, request: Any, /) -> Any:
@@ -179,7 +179,7 @@ class Gate:
     with ``message`` instead."""
 
     args: dict[str, Any] | None = None
-    pending: ApprovalRequest | None = None
+    pending: PendingCall | None = None
     message: str | None = None
 
 
@@ -439,7 +439,7 @@ def _error(code: str, message: str, **more: Any) -> str:
     return json.dumps({"error": {"code": code, "message": message, **more}}, sort_keys=True)
 
 
-def _denied(blocked: InterceptionBlocked, decision: Decision | None) -> str:
+def _denied(blocked: InterceptionBlocked, decision: DecisionRecord | None) -> str:
     verdict = blocked.result.verdict
     if (
         verdict.reason == ANSWERED_BY_APPROVER

@@ -10,11 +10,11 @@ import pytest
 
 from approvals.errors import NotAllowed, RequestNotFound
 from approvals.model import (
-    ApprovalRequest,
-    Decision,
     DecisionKind,
+    DecisionRecord,
     EscalationStep,
     OnExpiry,
+    PendingCall,
     RequestStatus,
 )
 from tests.contracts.backends import Adapters
@@ -24,9 +24,9 @@ from tests.contracts.records import new_request, waiting_run
 async def test_a_refusing_check_leaves_the_request_pending(adapters: Adapters) -> None:
     run = await waiting_run(adapters)
     request, _ = await adapters.requests.open(new_request(run, approvers=("finance",)))
-    seen: list[ApprovalRequest] = []
+    seen: list[PendingCall] = []
 
-    def refuse(current: ApprovalRequest) -> None:
+    def refuse(current: PendingCall) -> None:
         seen.append(current)
         raise NotAllowed(current.id, "not an approver")
 
@@ -55,7 +55,7 @@ async def test_a_refusing_check_leaves_the_request_pending(adapters: Adapters) -
         args_identity=None,
         check=lambda current: None,
     )
-    assert isinstance(decided, Decision)
+    assert isinstance(decided, DecisionRecord)
 
 
 async def test_a_check_on_an_unknown_request_is_not_found(adapters: Adapters) -> None:

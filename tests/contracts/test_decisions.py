@@ -16,7 +16,7 @@ from approvals.errors import (
     RequestNotFound,
     RequestNotPending,
 )
-from approvals.model import Decision, DecisionKind, RequestStatus, Vote
+from approvals.model import DecisionKind, DecisionRecord, RequestStatus, Vote
 from tests.contracts.backends import Adapters
 from tests.contracts.records import new_request, waiting_run
 
@@ -26,7 +26,7 @@ async def _decide(
     request_id: str,
     kind: DecisionKind = DecisionKind.APPROVE,
     principal: str = "local:bob",
-) -> Decision | Vote:
+) -> DecisionRecord | Vote:
     return await adapters.decisions.decide(
         request_id, kind=kind, principal=principal, reason=None, args=None, args_identity=None
     )
@@ -41,7 +41,7 @@ async def test_racing_deciders_consume_a_request_once(adapters: Adapters) -> Non
         return_exceptions=True,
     )
 
-    winners = [r for r in results if isinstance(r, Decision)]
+    winners = [r for r in results if isinstance(r, DecisionRecord)]
     assert len(winners) == 1
     assert all(isinstance(r, RequestNotPending) for r in results if r not in winners)
     _, decision = await adapters.requests.open(new_request(run))
@@ -75,7 +75,7 @@ async def test_a_decision_records_what_was_decided(
         args_identity="identity-b",
     )
 
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert (decision.request_id, decision.run_id, decision.call_id) == (
         request.id,
         run.run_id,
@@ -136,7 +136,7 @@ async def test_a_quorum_is_met_by_distinct_approvers_and_consumed_by_the_last(
 
     last = await _decide(adapters, request.id, principal="local:dave")
 
-    assert isinstance(last, Decision)
+    assert isinstance(last, DecisionRecord)
     assert (last.kind, last.principal) == (DecisionKind.APPROVE, "local:dave")
     assert await adapters.votes(request.id) == ["local:bob", "local:carol", "local:dave"]
     done = await adapters.requests.get(request.id)
@@ -154,7 +154,7 @@ async def test_racing_approvals_complete_a_quorum_once(adapters: Adapters) -> No
     )
 
     assert sum(isinstance(r, Vote) for r in results) == 1
-    assert sum(isinstance(r, Decision) for r in results) == 1
+    assert sum(isinstance(r, DecisionRecord) for r in results) == 1
     assert sum(isinstance(r, RequestNotPending) for r in results) == 4
     assert len(await adapters.votes(request.id)) == 2
 
@@ -205,7 +205,7 @@ async def test_one_rejection_consumes_a_quorum_request(adapters: Adapters) -> No
 
     rejected = await _decide(adapters, request.id, DecisionKind.REJECT, principal="local:carol")
 
-    assert isinstance(rejected, Decision)
+    assert isinstance(rejected, DecisionRecord)
     assert rejected.kind is DecisionKind.REJECT
     with pytest.raises(RequestNotPending):
         await _decide(adapters, request.id, principal="local:dave")

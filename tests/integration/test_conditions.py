@@ -10,7 +10,7 @@ import pytest
 
 from approvals.decisions import decide
 from approvals.errors import EditRefused
-from approvals.model import Decision, ExecutionStatus
+from approvals.model import DecisionRecord, ExecutionStatus
 from tests.integration.helpers import scalar, side_effects, start_refund
 from web.engine import Engine, open_engine
 from web.settings import Settings
@@ -79,7 +79,7 @@ async def test_an_edit_that_breaks_a_precondition_does_not_run(engine: Engine) -
         args=edited,
         recheck=accept_anything,
     )
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert decision.kind == "edit"
     await engine.worker.drain()
     assert await side_effects(engine, run.run_id, "refund-1001") == []

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from approvals.errors import NotAllowed, RequestNotFound
-from approvals.model import Decision, RequestStatus
+from approvals.model import DecisionRecord, RequestStatus
 from approvals.principals import Principal
 from tests.integration.helpers import scalar, start_refund
 from tests.integration.inprocess import invoke
@@ -56,7 +56,7 @@ async def test_engine_decide_refuses_the_runs_starter(engine: Engine) -> None:
 async def test_an_approver_in_the_group_decides_as_itself(engine: Engine) -> None:
     run = await start_refund(engine)
     decision = await engine.decide(run.pending[0], "approve", principal=BOB)
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert decision.principal == "local:bob"
     [decided] = [
         e for e in await engine.audit.for_run(run.run_id) if e["kind"] == "request.decided"
@@ -100,7 +100,7 @@ async def test_an_operator_override_is_recorded_as_one_and_the_chain_holds(
     decision = await engine.decide_as_operator(
         run.pending[0], "approve", principal="demo:approver", override_by="cli:root"
     )
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert decision.principal == "demo:approver"
     [decided] = [
         e for e in await engine.audit.for_run(run.run_id) if e["kind"] == "request.decided"

@@ -14,7 +14,7 @@ from approvals.errors import (
     RequestNotFound,
     RequestNotPending,
 )
-from approvals.model import Decision, ExecutionStatus, RequestStatus
+from approvals.model import DecisionRecord, ExecutionStatus, RequestStatus
 from tests.integration.helpers import scalar, side_effects, start_refund
 from web.engine import Engine
 
@@ -53,7 +53,7 @@ async def test_approve_racing_reject_agrees_with_what_ran(engine: Engine) -> Non
         )
         won = [r for r in results if not isinstance(r, BaseException)]
         assert len(won) == 1
-        assert isinstance(won[0], Decision)
+        assert isinstance(won[0], DecisionRecord)
         await engine.worker.drain()
         stored = await engine.requests.get(request_id)
         assert stored is not None
@@ -135,7 +135,7 @@ async def test_edited_arguments_are_what_the_tool_receives(engine: Engine) -> No
     decision = await engine.decide_as_operator(
         run.pending[0], "approve", principal="bob", args=edited
     )
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert decision.kind == "edit"
     assert decision.args_identity is not None
     await engine.worker.drain()
@@ -153,7 +153,7 @@ async def test_approving_unchanged_arguments_is_a_plain_approval(engine: Engine)
     decision = await engine.decide_as_operator(
         run.pending[0], "approve", principal="bob", args=request.shown["args"]
     )
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert decision.kind == "approve"
     assert decision.args is None
 

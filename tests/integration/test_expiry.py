@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from approvals.errors import RequestNotPending
-from approvals.model import Decision, OnExpiry, RequestStatus, Vote
+from approvals.model import DecisionRecord, OnExpiry, RequestStatus, Vote
 from graphs.worker import ExpirySweeper
 from tests.integration.expiry_graphs import GRAPHS
 from tests.integration.helpers import scalar, side_effects, start_refund
@@ -181,8 +181,8 @@ async def test_deciders_racing_the_sweeper_at_the_deadline_give_exactly_one_outc
 
         *decided, expired = await asyncio.gather(*(decide(i) for i in range(8)), sweep())
         assert isinstance(expired, list)
-        won = [d for d in decided if isinstance(d, Decision)]
-        assert all(isinstance(d, Decision | RequestNotPending) for d in decided)
+        won = [d for d in decided if isinstance(d, DecisionRecord)]
+        assert all(isinstance(d, DecisionRecord | RequestNotPending) for d in decided)
         assert len(won) + len(expired) == 1, (won, expired)
         assert (
             await scalar(engine, "select count(*) from decisions where request_id = %s", request_id)
@@ -260,7 +260,7 @@ async def test_an_escalated_request_is_decided_by_its_new_group_in_time(governed
     await set_deadline(governed, request_id, -1)
     assert (await governed.expiry.sweep()).escalated == (request_id,)
     decision = await governed.decide_as_operator(request_id, "approve", principal="local:fin")
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert await governed.worker.drain() == 1
     assert len(await side_effects(governed, out.run_id, "refund-1001")) == 1
 
@@ -289,7 +289,7 @@ async def test_a_quorum_vote_after_the_deadline_is_refused_and_votes_survive_esc
     assert request is not None
     assert request.approvers == ("finance", "risk")
     decision = await governed.decide_as_operator(request_id, "approve", principal="local:fin")
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert await governed.worker.drain() == 1
     assert len(await side_effects(governed, out.run_id, "refund-1001")) == 1
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from approvals.model import Decision, ExecutionStatus
+from approvals.model import DecisionRecord, ExecutionStatus
 from tests.integration.helpers import side_effects
 from tests.integration.processes import cli, eventually, spawn
 from web.engine import Engine, open_engine
@@ -58,7 +58,7 @@ async def test_racing_decisions_have_one_winner_and_agree_with_what_ran(
         )
         won = [r for r in results if not isinstance(r, BaseException)]
         assert len(won) == 1, results
-        assert isinstance(won[0], Decision)
+        assert isinstance(won[0], DecisionRecord)
         await engine.worker.drain()
         ran = len(await side_effects(engine, out.run_id, "refund-1001"))
         assert ran == (1 if won[0].kind == "approve" else 0)

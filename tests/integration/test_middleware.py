@@ -26,7 +26,7 @@ from approvals.errors import (
     ThreadBusy,
 )
 from approvals.identity import idempotency_key
-from approvals.model import Decision, ExecutionStatus
+from approvals.model import DecisionRecord, ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.lc_tools import from_langchain
 from graphs.run_config import NotRunByEngine, engine_configurable
@@ -185,7 +185,7 @@ async def test_racing_decisions_have_one_winner_and_agree_with_what_ran(lc: Engi
         )
         won = [r for r in results if not isinstance(r, BaseException)]
         assert len(won) == 1
-        assert isinstance(won[0], Decision)
+        assert isinstance(won[0], DecisionRecord)
         await lc.worker.drain()
         ran = len(await side_effects(lc, out.run_id, "refund-1001"))
         assert ran == (1 if won[0].kind == "approve" else 0)

@@ -11,7 +11,7 @@ import pytest
 
 from approvals.authz import ApproverRules
 from approvals.errors import AlreadyVoted, InvalidDecision, NotAllowed, RequestNotPending
-from approvals.model import Decision, Vote
+from approvals.model import DecisionRecord, Vote
 from approvals.principals import Principal
 from tests.integration.governed_graphs import GRAPHS
 from tests.integration.helpers import scalar
@@ -47,7 +47,7 @@ async def test_two_distinct_approvals_consume_the_request(governed: Engine) -> N
     assert await governed.requests.votes(request_id) == ["local:ann"]
     assert await governed.worker.drain() == 0  # nothing to resume yet
     second = await governed.decide_as_operator(request_id, "approve", principal="local:bob")
-    assert isinstance(second, Decision)
+    assert isinstance(second, DecisionRecord)
     assert second.principal == "local:bob"
     with pytest.raises(RequestNotPending):
         await governed.decide_as_operator(request_id, "approve", principal="local:cy")
@@ -66,7 +66,7 @@ async def test_any_rejection_rejects(governed: Engine) -> None:
     rejected = await governed.decide_as_operator(
         request_id, "reject", principal="local:bob", reason="no"
     )
-    assert isinstance(rejected, Decision)
+    assert isinstance(rejected, DecisionRecord)
     assert rejected.kind == "reject"
     with pytest.raises(RequestNotPending):
         await governed.decide_as_operator(request_id, "approve", principal="local:cy")
@@ -96,7 +96,7 @@ async def test_racing_approvers_complete_the_quorum_once(governed: Engine) -> No
             return exc
 
     outcomes = await asyncio.gather(*(approve(f"a{i}") for i in range(12)))
-    decisions = [o for o in outcomes if isinstance(o, Decision)]
+    decisions = [o for o in outcomes if isinstance(o, DecisionRecord)]
     votes = [o for o in outcomes if isinstance(o, Vote)]
     refused = [o for o in outcomes if isinstance(o, RequestNotPending)]
     assert (len(decisions), len(votes), len(refused)) == (1, 1, 10)
@@ -129,7 +129,7 @@ async def test_one_persons_token_and_account_are_one_vote(governed: Engine) -> N
     assert await governed.requests.vote_of(request_id, "local:alice") == "token:alice-bot"
     assert await governed.worker.drain() == 0  # still one approval of two
     second = await governed.decide_as_operator(request_id, "approve", principal="local:bob")
-    assert isinstance(second, Decision)
+    assert isinstance(second, DecisionRecord)
     assert await governed.worker.drain() == 1
     assert await scalar(governed, "select count(*) from demo_side_effects") == 1
 

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 
 from approvals.errors import EditedArgumentsInvalid, EditRefused
 from approvals.identity import call_identity
-from approvals.model import Decision, RequestStatus
+from approvals.model import DecisionRecord, RequestStatus
 from approvals.redaction import MARKER
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.receivers import HttpReceiver, http_receiver, smtp_receiver
@@ -131,7 +131,7 @@ async def test_an_approved_edit_runs_with_the_original_redacted_values(cards: En
     decision = await cards.decide_as_operator(
         out.pending[0], "approve", principal="fay", args=edited
     )
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     assert decision.kind == "edit"
     # What the decision records (and the detail page shows as "edited arguments") is the
     # approver's view: markers, never the withheld values.

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from approvals.errors import InvalidDecision, InvalidValue, RequestNotPending
-from approvals.model import DECISION_TYPES, Decision, RequestStatus
+from approvals.model import DECISION_TYPES, DecisionRecord, RequestStatus
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.processes import cli
 from web.engine import Engine, open_engine
@@ -106,7 +106,7 @@ async def test_racing_answers_have_one_winner_and_the_model_gets_the_winners_ans
     won = [r for r in results if not isinstance(r, BaseException)]
     lost = [r for r in results if isinstance(r, BaseException)]
     assert len(won) == 1
-    assert isinstance(won[0], Decision)
+    assert isinstance(won[0], DecisionRecord)
     assert len(lost) == 1
     assert isinstance(lost[0], RequestNotPending), lost
     assert await scalar(lc, "select count(*) from decisions") == 1

@@ -11,7 +11,7 @@ import pytest
 
 from approvals.errors import ThreadBusy
 from approvals.model import (
-    Decision,
+    DecisionRecord,
     ExecutionStatus,
     JobStatus,
     RequestStatus,
@@ -96,7 +96,7 @@ async def test_two_workers_draining_at_once_resume_each_run_once(
     assert await scalar(engine, "select count(*) from resume_queue where status = 'done'") == 8
 
 
-def _job_for(decision: Decision, run: RunOutcome) -> ResumeJob:
+def _job_for(decision: DecisionRecord, run: RunOutcome) -> ResumeJob:
     """The resume job a decision queues, as a second deliverer would hold it."""
     return ResumeJob(
         id=0,
@@ -144,7 +144,7 @@ class _HeldJob:
 async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine) -> None:
     run = await start_refund(engine)
     decision = await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     job = _job_for(decision, run)
 
     async def resume(held: _HeldJob) -> None:
@@ -160,7 +160,7 @@ async def test_racing_resumes_of_one_thread_execute_the_tool_once(engine: Engine
 async def test_resuming_an_already_resumed_call_is_skipped(engine: Engine) -> None:
     run = await start_refund(engine)
     decision = await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
-    assert isinstance(decision, Decision)
+    assert isinstance(decision, DecisionRecord)
     await engine.worker.drain()
     replay = _HeldJob(_job_for(decision, run))
     assert await engine.runner.resume(replay) is None

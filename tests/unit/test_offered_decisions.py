@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from approvals.model import DECISION_TYPES, ApprovalRequest, RequestStatus
+from approvals.model import DECISION_TYPES, PendingCall, RequestStatus
 
 
-def _request(**changes: object) -> ApprovalRequest:
+def _request(**changes: object) -> PendingCall:
     now = datetime.now(UTC)
     fields: dict[str, object] = {
         "id": "00000000-0000-4000-8000-000000000000",
@@ -32,7 +32,7 @@ def _request(**changes: object) -> ApprovalRequest:
         "decided_at": None,
         **changes,
     }
-    return ApprovalRequest(**fields)  # type: ignore[arg-type]
+    return PendingCall(**fields)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

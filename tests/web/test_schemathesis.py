@@ -97,7 +97,7 @@ class Approver:
 async def approver(engine: Engine) -> Approver:
     """A token for someone who sees pending calls and runs, and a refund waiting for them."""
     # The run pauses at the refund's approval (it does not hang), so GET /pending lists a real
-    # PendingCall for the schema check, not only an empty list.
+    # PendingCallView for the schema check, not only an empty list.
     run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="local:shop")
     assert run.pending, run
     secret = await person_token(engine, "fuzzer", "support", "operators")
@@ -149,7 +149,7 @@ def test_real_requests_and_runs_answer_within_their_schema(
     server: Server, approver: Approver
 ) -> None:
     # Generated ids never name the waiting refund: these cases do, so the success bodies
-    # (a PendingCall, a RunReport, a decision) are checked against the schema too.
+    # (a PendingCallView, a RunReport, a decision) are checked against the schema too.
     pending = schema["/api/v1/pending/{request_id}"]["GET"]
     decision = schema["/api/v1/pending/{request_id}/decision"]["POST"]
     run = schema["/api/v1/runs/{run_id}"]["GET"]
