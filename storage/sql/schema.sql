@@ -217,6 +217,43 @@ CREATE FUNCTION public.approvals_person_of_v1(p_principal text) RETURNS text
             END
         $$;
 
+CREATE FUNCTION public.approvals_request_event_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+        DECLARE
+            kind text;
+            payload text;
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                kind := 'opened';
+            ELSIF OLD.status IS DISTINCT FROM NEW.status THEN
+                kind := CASE NEW.status
+                            WHEN 'approved' THEN 'decided'
+                            WHEN 'rejected' THEN 'decided'
+                            WHEN 'answered' THEN 'decided'
+                            ELSE NEW.status
+                        END;
+            ELSE
+                -- Still pending, with other approvers (or a new deadline): escalated.
+                kind := 'escalated';
+            END IF;
+            payload := jsonb_build_object(
+                'id', NEW.id, 'run_id', NEW.run_id, 'tool', NEW.tool, 'kind', kind,
+                'status', NEW.status, 'approvers', to_jsonb(NEW.approvers),
+                'requested_by', NEW.requested_by,
+                'requested_by_person', NEW.requested_by_person)
+                || CASE WHEN kind = 'escalated'
+                        THEN jsonb_build_object('from_approvers', to_jsonb(OLD.approvers))
+                        ELSE '{}'::jsonb END;
+            IF octet_length(payload) >= 7900 THEN
+                payload := jsonb_build_object('id', NEW.id, 'kind', kind, 'status', NEW.status,
+                                              'more', true);
+            END IF;
+            PERFORM pg_notify('approvals_request_events', payload);
+            RETURN NULL;
+        END
+        $$;
+
 CREATE FUNCTION public.approvals_request_person_v1() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -250,6 +287,15 @@ CREATE FUNCTION public.approvals_run_status_event_v1() RETURNS trigger
             INSERT INTO run_events (run_id, kind, data)
             VALUES (NEW.id, 'status', jsonb_build_object('status', NEW.status));
             PERFORM pg_notify('approvals_run_events', NEW.id::text);
+            RETURN NULL;
+        END
+        $$;
+
+CREATE FUNCTION public.approvals_session_ended_v1() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+        BEGIN
+            PERFORM pg_notify('approvals_sessions_ended', OLD.id_hash);
             RETURN NULL;
         END
         $$;
@@ -771,6 +817,10 @@ CREATE INDEX web_sessions_expires ON public.web_sessions USING btree (expires_at
 
 CREATE INDEX web_sessions_principal ON public.web_sessions USING btree (principal);
 
+CREATE TRIGGER approval_requests_changed_event_v1 AFTER UPDATE OF status, approvers, expires_at ON public.approval_requests FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.approvers IS DISTINCT FROM new.approvers) OR (old.expires_at IS DISTINCT FROM new.expires_at))) EXECUTE FUNCTION public.approvals_request_event_v1();
+
+CREATE TRIGGER approval_requests_opened_event_v1 AFTER INSERT ON public.approval_requests FOR EACH ROW EXECUTE FUNCTION public.approvals_request_event_v1();
+
 CREATE TRIGGER approval_requests_person_v1 BEFORE INSERT OR UPDATE OF requested_by, requested_by_person ON public.approval_requests FOR EACH ROW EXECUTE FUNCTION public.approvals_request_person_v1();
 
 CREATE TRIGGER audit_chain_head_guard_v1 BEFORE INSERT OR DELETE OR UPDATE OR TRUNCATE ON public.audit_chain_head FOR EACH STATEMENT EXECUTE FUNCTION public.approvals_audit_refuse_v1();
@@ -786,6 +836,8 @@ CREATE TRIGGER runs_cancelled_is_final_v1 BEFORE UPDATE OF status ON public.runs
 CREATE TRIGGER runs_status_event_v1 AFTER INSERT OR UPDATE OF status ON public.runs FOR EACH ROW EXECUTE FUNCTION public.approvals_run_status_event_v1();
 
 CREATE TRIGGER users_end_sessions_v1 AFTER UPDATE OF disabled, groups, password_hash ON public.users FOR EACH ROW WHEN (((old.disabled IS DISTINCT FROM new.disabled) OR (old.groups IS DISTINCT FROM new.groups) OR (old.password_hash IS DISTINCT FROM new.password_hash))) EXECUTE FUNCTION public.approvals_end_account_sessions_v1();
+
+CREATE TRIGGER web_sessions_ended_v1 AFTER DELETE ON public.web_sessions FOR EACH ROW EXECUTE FUNCTION public.approvals_session_ended_v1();
 
 ALTER TABLE ONLY public.api_tokens
     ADD CONSTRAINT api_tokens_owner_fkey FOREIGN KEY (owner) REFERENCES public.users(name);
