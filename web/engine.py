@@ -161,10 +161,12 @@ class Engine:
         # docstring), not to dodge an import loop.
         from graphs.deps import GraphDeps
         from graphs.examples.effects import extras
+        from graphs.openai_host.ports import openai_extras
         from graphs.registry import GraphRegistry
         from graphs.runner import Runner
         from graphs.worker import ExpirySweeper, Worker
         from storage.checkpoints import PgResumeChecks, make_saver
+        from storage.openai_runs import PgOpenAIRunStates
 
         saver = make_saver(self._db.pool)
         deps = GraphDeps(
@@ -173,7 +175,8 @@ class Engine:
             ledger=self.ledger,
             request_ttl=timedelta(seconds=self.settings.request_ttl_seconds),
             reconcile_group=self.settings.operator_group,
-            extras=extras(self.effects),
+            # The OpenAI-SDK agents' server-side RunStates (docs/openai-agents.md).
+            extras={**extras(self.effects), **openai_extras(PgOpenAIRunStates(self._db))},
         )
         registry = GraphRegistry(deps, self.settings.graph_entries())
         runner = Runner(

@@ -2,10 +2,30 @@
 SDK's ``needs_approval``, its ``RunState`` kept server-side, resumed through the same queue,
 thread lock and decision records as LangGraph runs (see docs/openai-agents.md).
 
-Importing this package imports the SDK (the ``approvals[openai]`` extra)."""
+The host's classes import the SDK (the ``approvals[openai]`` extra) when first named; the
+state store's port (``OPENAI_STATES``, ``openai_extras``) does not, so the engine gives every
+host the store without importing the SDK (about 1.4 s) where no SDK agent runs.
+"""
 
-from graphs.openai_host.host import OpenAIAgent, OpenAIHost, current_call
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates, openai_extras
+
+if TYPE_CHECKING:
+    from graphs.openai_host.host import OpenAIAgent, OpenAIHost, current_call
+
+#: The names this package takes from ``host`` (and so from the SDK) when first asked for.
+_FROM_HOST = frozenset({"OpenAIAgent", "OpenAIHost", "current_call"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_HOST:
+        return getattr(importlib.import_module("graphs.openai_host.host"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "OPENAI_STATES",

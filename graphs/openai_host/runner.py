@@ -31,7 +31,7 @@ from approvals.ports import ClaimedJob, NewRun, Runs
 from graphs.admission import blocked_reason, emit_input, emit_startup
 from graphs.deps import GraphDeps
 from graphs.governance import SessionHolder, record_row
-from graphs.openai_host.host import HostRun, OpenAIHost, enter, leave
+from graphs.openai_host.host import HostRun, OpenAIHost, enter, leave, reachable
 from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates
 from graphs.runner import RunOutcome
 
@@ -422,6 +422,4 @@ def _blocked(blocked: dict[str, Any], run_id: str, thread_id: str) -> RunOutcome
 
 
 def _agents(host: OpenAIHost) -> list[Any]:
-    from graphs.openai_host.host import reachable
-
     return list(reachable(host.agent))

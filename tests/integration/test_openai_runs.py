@@ -10,13 +10,12 @@ import json
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from agents import Agent, function_tool
 
 from approvals.errors import InvalidDecision, RequestNotPending
 from graphs.deps import GraphDeps
 from graphs.examples.openai_refund import ScriptedModel
-from graphs.openai_host import current_call, openai_extras
+from graphs.openai_host import current_call
 from storage.openai_runs import PgOpenAIRunStates
 from tests.integration.helpers import scalar, side_effects
 from web.engine import Engine
@@ -24,21 +23,6 @@ from web.engine import Engine
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 AGENT = "refund_openai"
-
-
-def wire_openai(engine: Engine) -> Engine:
-    """Give the engine's graphs the OpenAI run-state store (what ``web.engine`` must wire:
-    ``openai_extras(PgOpenAIRunStates(db))`` in ``GraphDeps.extras``)."""
-    registry = engine.registry
-    deps = registry.deps
-    states = PgOpenAIRunStates(engine._db)
-    registry._deps = dataclasses.replace(deps, extras={**deps.extras, **openai_extras(states)})
-    return engine
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def openai_engine(engine: Engine) -> Engine:
-    return wire_openai(engine)
 
 
 async def start(engine: Engine, message: str, agent: str = AGENT) -> Any:
@@ -54,8 +38,7 @@ async def stored_state(engine: Engine, run_id: str) -> dict[str, Any]:
     return dict(row)
 
 
-async def test_a_refund_pauses_with_its_state_stored_server_side(openai_engine: Engine) -> None:
-    engine = openai_engine
+async def test_a_refund_pauses_with_its_state_stored_server_side(engine: Engine) -> None:
     run = await start(engine, "refund 1001")
     assert run.status == "waiting"
     [request_id] = run.pending
@@ -81,9 +64,8 @@ async def test_a_refund_pauses_with_its_state_stored_server_side(openai_engine: 
 
 
 async def test_an_approved_refund_resumes_in_a_worker_and_runs_once(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
-    engine = openai_engine
     run = await start(engine, "refund 1001")
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     assert await engine.drain() == 1
@@ -96,8 +78,7 @@ async def test_an_approved_refund_resumes_in_a_worker_and_runs_once(
     assert execution.status == "succeeded"
 
 
-async def test_a_rejection_reason_reaches_the_model(openai_engine: Engine) -> None:
-    engine = openai_engine
+async def test_a_rejection_reason_reaches_the_model(engine: Engine) -> None:
     run = await start(engine, "refund 1001")
     await engine.decide_as_operator(
         run.pending[0], "reject", principal="bob", reason="refunded by phone already"
@@ -113,9 +94,8 @@ async def test_a_rejection_reason_reaches_the_model(openai_engine: Engine) -> No
 
 
 async def test_two_interruptions_in_one_turn_are_decided_independently(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
-    engine = openai_engine
     run = await start(engine, "refund 1001 and 1002")
     assert len(run.pending) == 2
     by_call = {}
@@ -152,9 +132,8 @@ async def test_two_interruptions_in_one_turn_are_decided_independently(
 
 
 async def test_a_policy_deny_answers_the_model_and_nobody_is_asked(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
-    engine = openai_engine
     # Order 1004 paid 980.50 (under the 1000.00 deny); a refund over the limit is tested with
     # a policy transform-free order: none exists, so the deny is read from the model's answer.
     run = await start(engine, "refund 1003")
@@ -162,8 +141,7 @@ async def test_a_policy_deny_answers_the_model_and_nobody_is_asked(
     assert run.answer == "None of those orders can be refunded."
 
 
-async def test_an_edit_is_refused_with_a_clear_message(openai_engine: Engine) -> None:
-    engine = openai_engine
+async def test_an_edit_is_refused_with_a_clear_message(engine: Engine) -> None:
     run = await start(engine, "refund 1001")
     with pytest.raises(InvalidDecision, match="cannot be edited"):
         await engine.decide_as_operator(
@@ -178,9 +156,8 @@ async def test_an_edit_is_refused_with_a_clear_message(openai_engine: Engine) ->
 
 
 async def test_twelve_racing_decisions_and_two_workers_run_the_refund_once(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
-    engine = openai_engine
     run = await start(engine, "refund 1001")
     request_id = run.pending[0]
     results = await asyncio.gather(
@@ -204,9 +181,8 @@ async def test_twelve_racing_decisions_and_two_workers_run_the_refund_once(
 
 
 async def test_a_state_altered_in_the_database_is_refused_and_audited(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
-    engine = openai_engine
     run = await start(engine, "refund 1001")
     stored = await stored_state(engine, run.run_id)
     # Someone with the database raises the refund in the stored state.
@@ -233,13 +209,12 @@ async def test_a_state_altered_in_the_database_is_refused_and_audited(
 
 
 async def test_a_state_whose_version_was_rewritten_too_is_refused(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
     """Recomputing the stored version does not help: the decided request keeps the version
     it was bound to when the run paused."""
     from graphs.openai_host.runner import state_version
 
-    engine = openai_engine
     run = await start(engine, "refund 1001")
     stored = await stored_state(engine, run.run_id)
     altered = stored["state"].replace('\\"amount\\": 25.0', '\\"amount\\": 900.0')
@@ -257,12 +232,11 @@ async def test_a_state_whose_version_was_rewritten_too_is_refused(
 
 
 async def test_a_crash_mid_tool_is_outcome_unknown_and_never_rerun(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
     """A ledger row left ``started`` (the process died in the tool) is never run again."""
     from approvals.identity import call_identity, idempotency_key
 
-    engine = openai_engine
     run = await start(engine, "refund 1001")
     args = {"amount": 25.0, "order_id": "1001", "reason": "customer request"}
     # What a worker that died inside issue_refund leaves behind.
@@ -312,7 +286,6 @@ async def test_an_approval_inside_a_nested_agent_resumes_the_top_level_run(
     engine: Engine, settings: Any
 ) -> None:
     engine.registry._entries["front_desk"] = "tests.integration.test_openai_runs:nested_agent"
-    wire_openai(engine)
     run = await start(engine, "refund 1001", agent="front_desk")
     assert run.status == "waiting"
     [request_id] = run.pending
@@ -350,7 +323,6 @@ async def test_a_governed_tool_called_outside_an_engine_run_refuses(engine: Engi
 WORKER = """
 import asyncio, sys
 from pathlib import Path
-from tests.integration.test_openai_runs import wire_openai
 from web.engine import open_engine
 from web.settings import Settings
 
@@ -358,15 +330,14 @@ async def main() -> None:
     url, data = sys.argv[1], Path(sys.argv[2])
     settings = Settings(database_url=url, data_dir=data, config_file=data / "none.toml")
     async with open_engine(url, settings) as engine:
-        wire_openai(engine)
-        await engine.worker.drain()
+            await engine.worker.drain()
 
 asyncio.run(main())
 """
 
 
 async def test_a_worker_killed_during_the_refund_loses_nothing_and_runs_nothing_twice(
-    openai_engine: Engine, database_url: str, tmp_path: Any
+    engine: Engine, database_url: str, tmp_path: Any
 ) -> None:
     import os
     import signal
@@ -374,7 +345,6 @@ async def test_a_worker_killed_during_the_refund_loses_nothing_and_runs_nothing_
 
     from tests.integration.processes import eventually
 
-    engine = openai_engine
     run = await start(engine, "refund 1001")
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     env = {**os.environ, "APPROVALS_DEMO_TOOL_DELAY": "60"}
@@ -471,7 +441,7 @@ def handoff_agent(deps: GraphDeps) -> Agent[Any]:
 
 def register(engine: Engine, name: str, attr: str) -> Engine:
     engine.registry._entries[name] = f"tests.integration.test_openai_runs:{attr}"
-    return wire_openai(engine)
+    return engine
 
 
 async def test_the_policy_alone_escalates_and_a_denied_input_is_kept_nowhere(
@@ -524,9 +494,8 @@ async def test_an_approval_after_a_handoff_resumes_the_top_level_run(engine: Eng
 
 
 async def test_an_expired_request_is_rejected_to_the_model_never_run(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
-    engine = openai_engine
     run = await start(engine, "refund 1001")
     async with engine.connection() as conn:
         await conn.execute(
@@ -543,10 +512,9 @@ async def test_an_expired_request_is_rejected_to_the_model_never_run(
     assert await side_effects(engine, run.run_id, "refund-1001") == []
 
 
-async def test_a_thread_with_a_waiting_run_refuses_new_input(openai_engine: Engine) -> None:
+async def test_a_thread_with_a_waiting_run_refuses_new_input(engine: Engine) -> None:
     from approvals.errors import ThreadBusy
 
-    engine = openai_engine
     first = await engine.runner.start(
         AGENT, {"message": "refund 1001"}, principal="alice", thread_id="t-1"
     )
@@ -559,16 +527,22 @@ async def test_a_thread_with_a_waiting_run_refuses_new_input(openai_engine: Engi
 
 async def test_a_host_without_the_state_store_refuses_before_writing(engine: Engine) -> None:
     from approvals.errors import GraphLoadError
+    from graphs.openai_host import OPENAI_STATES
 
+    # A host of its own (not web.engine, which gives the store) that gives no state store.
+    registry = engine.registry
+    deps = registry.deps
+    kept = {k: v for k, v in deps.extras.items() if k != OPENAI_STATES.name}
+    registry._deps = dataclasses.replace(deps, extras=kept)
     with pytest.raises(GraphLoadError, match="keeps no OpenAI run states"):
         await start(engine, "refund 1001")
     assert await scalar(engine, "SELECT count(*) FROM runs") == 0
 
 
-async def test_the_registry_tells_an_sdk_agent_from_a_graph(openai_engine: Engine) -> None:
+async def test_the_registry_tells_an_sdk_agent_from_a_graph(engine: Engine) -> None:
     from approvals.errors import GraphLoadError
 
-    registry = openai_engine.registry
+    registry = engine.registry
     assert registry.openai(AGENT) is not None
     assert registry.openai("refund") is None
     assert registry.tools(AGENT) == []
@@ -578,9 +552,8 @@ async def test_the_registry_tells_an_sdk_agent_from_a_graph(openai_engine: Engin
 
 
 async def test_two_calls_decided_before_the_worker_resume_once_and_the_other_job_skips(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
-    engine = openai_engine
     run = await start(engine, "refund 1001 and 1002")
     for request_id in run.pending:
         await engine.decide_as_operator(request_id, "approve", principal="bob")
@@ -600,11 +573,10 @@ async def test_two_calls_decided_before_the_worker_resume_once_and_the_other_job
 
 
 async def test_a_request_decided_before_its_run_stored_the_state_still_resumes(
-    openai_engine: Engine,
+    engine: Engine,
 ) -> None:
     """An approver may decide between the moment the run records the request and the moment
     it stores its state: the request is bound to the stored version all the same."""
-    engine = openai_engine
     run = await start(engine, "refund 1001")
     stored = await stored_state(engine, run.run_id)
     async with engine.connection() as conn:

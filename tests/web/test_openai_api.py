@@ -4,62 +4,17 @@ approver, resumed by the server's worker; and the attacks a client-side ``RunSta
 
 from __future__ import annotations
 
-import dataclasses
-import socket
-import threading
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from storage.openai_runs import PgOpenAIRunStates
 from tests.integration.helpers import person_token, scalar
 from tests.web.conftest import Server
 from tests.web.test_api import client, wait_for_run
-from web.app import create_app
 from web.engine import Engine
-from web.serving import server_config
-from web.settings import Settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
-
-
-def _wire(engine: Engine) -> None:
-    """Give the server's engine the OpenAI run-state store (what ``web.engine`` must wire)."""
-    from graphs.openai_host import openai_extras
-
-    registry = engine.registry
-    deps = registry.deps
-    extras = {**deps.extras, **openai_extras(PgOpenAIRunStates(engine._db))}
-    registry._deps = dataclasses.replace(deps, extras=extras)
-
-
-@pytest.fixture
-def openai_server(web_settings: Settings) -> Iterator[Server]:
-    """The app with its worker under uvicorn (as ``tests.web.conftest.server``), its engine
-    given the OpenAI run-state store once the worker built its graphs."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    settings = web_settings.model_copy(update={"public_url": url})
-    app = create_app(settings, with_worker=True, migrate=False)
-    uv = uvicorn.Server(server_config(app, settings))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not uv.started or "_graphs" not in app.state.engine.__dict__:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the web server did not start")
-        time.sleep(0.02)
-    _wire(app.state.engine)
-    yield Server(url=url, settings=settings)
-    uv.should_exit = True
-    thread.join(timeout=15)
-    sock.close()
 
 
 async def started(server: Server, engine: Engine, message: str = "refund 1001") -> Any:
@@ -75,12 +30,12 @@ async def started(server: Server, engine: Engine, message: str = "refund 1001") 
 
 
 async def test_an_authorized_approver_decides_over_http_and_the_worker_resumes_once(
-    openai_server: Server, engine: Engine
+    server: Server, engine: Engine
 ) -> None:
-    run = await started(openai_server, engine)
+    run = await started(server, engine)
     [request_id] = run["pending"]
     support = await person_token(engine, "lead", "support")
-    async with client(openai_server, support) as api:
+    async with client(server, support) as api:
         shown = (await api.get(f"/api/v1/pending/{request_id}")).json()
         assert shown["tool"] == "issue_refund"
         assert shown["args"] == {"order_id": "1001", "amount": 25.0, "reason": "customer request"}
@@ -104,12 +59,12 @@ async def test_an_authorized_approver_decides_over_http_and_the_worker_resumes_o
 
 
 async def test_unknown_forged_and_outside_the_group_are_404_and_decide_nothing(
-    openai_server: Server, engine: Engine
+    server: Server, engine: Engine
 ) -> None:
-    run = await started(openai_server, engine)
+    run = await started(server, engine)
     [request_id] = run["pending"]
     finance = await person_token(engine, "fin", "finance")  # 25.00 goes to support
-    async with client(openai_server, finance) as api:
+    async with client(server, finance) as api:
         hidden = await api.post(
             f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
         )
@@ -127,10 +82,10 @@ async def test_unknown_forged_and_outside_the_group_are_404_and_decide_nothing(
 
 
 async def test_the_runs_own_starter_may_see_but_not_decide_403(
-    openai_server: Server, engine: Engine
+    server: Server, engine: Engine
 ) -> None:
     both = await person_token(engine, "both", "support", "agents")
-    async with client(openai_server, both) as api:
+    async with client(server, both) as api:
         response = await api.post(
             "/api/v1/runs", json={"graph": "refund_openai", "input": {"message": "refund 1001"}}
         )
@@ -143,12 +98,12 @@ async def test_the_runs_own_starter_may_see_but_not_decide_403(
 
 
 async def test_a_rejection_over_http_reaches_the_model_and_runs_nothing(
-    openai_server: Server, engine: Engine
+    server: Server, engine: Engine
 ) -> None:
-    run = await started(openai_server, engine)
+    run = await started(server, engine)
     [request_id] = run["pending"]
     support = await person_token(engine, "lead", "support")
-    async with client(openai_server, support) as api:
+    async with client(server, support) as api:
         decided = await api.post(
             f"/api/v1/pending/{request_id}/decision",
             json={"decision": "reject", "reason": "the customer withdrew the request"},
@@ -159,9 +114,9 @@ async def test_a_rejection_over_http_reaches_the_model_and_runs_nothing(
     assert await scalar(engine, "select count(*) from demo_side_effects") == 0
 
 
-async def test_bad_input_for_an_openai_agent_is_422(openai_server: Server, engine: Engine) -> None:
+async def test_bad_input_for_an_openai_agent_is_422(server: Server, engine: Engine) -> None:
     shop = await person_token(engine, "shop", "agents")
-    async with client(openai_server, shop) as api:
+    async with client(server, shop) as api:
         response = await api.post(
             "/api/v1/runs", json={"graph": "refund_openai", "input": {"messages": "hi"}}
         )
