@@ -13,7 +13,8 @@ from psycopg import sql
 from approvals.errors import AccountExists, InvalidAccount
 from approvals.principals import Principal, Via
 from tests.integration.helpers import scalar
-from tests.integration.processes import APPROVALS, Result, cli
+from tests.integration.inprocess import invoke
+from tests.integration.processes import APPROVALS, Result
 from web.engine import Engine
 
 PASSWORD = "correct horse battery staple"
@@ -283,19 +284,19 @@ async def test_cli_adds_a_user_whose_password_comes_from_stdin(
     )
     assert as_json.json() == {"name": "bob", "groups": ["ops"]}
 
-    listed = (await cli(cli_env, "users", "list", "--json")).json()
+    listed = (await invoke(cli_env, "users", "list", "--json")).json()
     assert [(u["name"], u["groups"], u["disabled"]) for u in listed] == [
         ("alice", ["finance", "ops"], False),
         ("bob", ["ops"], False),
     ]
     assert PASSWORD not in str(listed)
-    text = await cli(cli_env, "users", "list")
+    text = await invoke(cli_env, "users", "list")
     assert "alice  groups: finance, ops" in text.stdout
 
-    disabled = await cli(cli_env, "users", "disable", "bob")
+    disabled = await invoke(cli_env, "users", "disable", "bob")
     assert disabled.code == 0, disabled.stderr
     assert await engine.accounts.authenticate("bob", PASSWORD) is None
-    assert (await cli(cli_env, "users", "disable", "bob")).code == 4
+    assert (await invoke(cli_env, "users", "disable", "bob")).code == 4
 
 
 @pytest.mark.slow
@@ -327,7 +328,7 @@ async def test_cli_users_add_errors_are_one_line_with_their_exit_code(
 async def test_cli_token_secret_is_printed_once_and_verifies(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
-    created = await cli(
+    created = await invoke(
         cli_env, "tokens", "create", "ci-bot", "--group", "ops", "--service", "--as", "cli:root"
     )
     assert created.code == 0, created.stderr
@@ -337,7 +338,7 @@ async def test_cli_token_secret_is_printed_once_and_verifies(
     principal = await engine.accounts.verify_token(secret)
     assert principal == Principal.token("ci-bot", frozenset({"ops"}))
 
-    as_json = await cli(
+    as_json = await invoke(
         cli_env, "tokens", "create", "deploy", "--group", "ops", "--service", "--json"
     )
     body = as_json.json()
@@ -345,37 +346,37 @@ async def test_cli_token_secret_is_printed_once_and_verifies(
     assert (body["name"], body["groups"], body["owner"]) == ("deploy", ["ops"], None)
     assert await engine.accounts.verify_token(body["token"]) is not None
 
-    listed = await cli(cli_env, "tokens", "list", "--json")
+    listed = await invoke(cli_env, "tokens", "list", "--json")
     tokens = {t["name"]: t for t in listed.json()}
     assert set(tokens) == {"ci-bot", "deploy"}
     assert tokens["ci-bot"]["created_by"] == "cli:root"
     assert tokens["deploy"]["created_by"].startswith("cli:")
     assert tokens["ci-bot"]["revoked_at"] is None
-    text = await cli(cli_env, "tokens", "list")
+    text = await invoke(cli_env, "tokens", "list")
     for shown in (listed.stdout, text.stdout):
         assert secret not in shown
         assert body["token"] not in shown
 
-    taken = await cli(cli_env, "tokens", "create", "ci-bot", "--group", "ops", "--service")
+    taken = await invoke(cli_env, "tokens", "create", "ci-bot", "--group", "ops", "--service")
     assert (taken.code, taken.stdout) == (3, "")
-    invalid = await cli(cli_env, "tokens", "create", "ci bot", "--group", "ops", "--service")
+    invalid = await invoke(cli_env, "tokens", "create", "ci bot", "--group", "ops", "--service")
     assert (invalid.code, invalid.stdout) == (2, "")
 
 
 @pytest.mark.slow
 async def test_cli_revokes_a_token(engine: Engine, cli_env: dict[str, str]) -> None:
     secret = await engine.accounts.create_token("ci-bot", ["ops"], "cli:root", owner=None)
-    revoked = await cli(cli_env, "tokens", "revoke", "ci-bot")
+    revoked = await invoke(cli_env, "tokens", "revoke", "ci-bot")
     assert revoked.code == 0, revoked.stderr
     assert revoked.stdout == "token ci-bot revoked\n"
     assert await engine.accounts.verify_token(secret) is None
-    (listed,) = (await cli(cli_env, "tokens", "list", "--json")).json()
+    (listed,) = (await invoke(cli_env, "tokens", "list", "--json")).json()
     assert listed["revoked_at"] is not None
 
-    again = await cli(cli_env, "tokens", "revoke", "ci-bot")
+    again = await invoke(cli_env, "tokens", "revoke", "ci-bot")
     assert again.code == 4
     assert again.stderr == "error: no unrevoked token named 'ci-bot'\n"
-    missing = await cli(cli_env, "tokens", "revoke", "nobody")
+    missing = await invoke(cli_env, "tokens", "revoke", "nobody")
     assert missing.code == 4
 
 
@@ -384,7 +385,7 @@ async def test_cli_creates_a_token_for_an_owner_and_refuses_a_missing_one(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     await engine.accounts.add_user("alice", PASSWORD, ["support"])
-    created = await cli(
+    created = await invoke(
         cli_env, "tokens", "create", "alice-bot", "--group", "support", "--owner", "alice"
     )
     assert created.code == 0, created.stderr
@@ -392,16 +393,16 @@ async def test_cli_creates_a_token_for_an_owner_and_refuses_a_missing_one(
     principal = await engine.accounts.verify_token(created.stdout.strip())
     assert principal is not None
     assert principal.person == "local:alice"
-    (listed,) = (await cli(cli_env, "tokens", "list", "--json")).json()
+    (listed,) = (await invoke(cli_env, "tokens", "list", "--json")).json()
     assert listed["owner"] == "alice"
-    assert "owner: alice" in (await cli(cli_env, "tokens", "list")).stdout
+    assert "owner: alice" in (await invoke(cli_env, "tokens", "list")).stdout
 
     for args, message in [
         (["--owner", "nobody"], "no enabled local account"),
         ([], "--owner USER"),
         (["--owner", "alice", "--service"], "--owner USER"),
     ]:
-        refused = await cli(cli_env, "tokens", "create", "bot", "--group", "support", *args)
+        refused = await invoke(cli_env, "tokens", "create", "bot", "--group", "support", *args)
         assert (refused.code, refused.stdout) == (2, ""), refused.stderr
         assert message in refused.stderr
     assert [t.name for t in await engine.accounts.tokens()] == ["alice-bot"]

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 
 from approvals.audit import ChainedEvent, chain_hash, format_at
 from tests.integration.helpers import scalar
-from tests.integration.processes import cli
+from tests.integration.inprocess import invoke
 from web.engine import Engine
 
 KINDS_OF_A_REFUND = {
@@ -127,12 +127,12 @@ async def test_an_untouched_log_verifies_on_the_command_line(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     await refund_flow(engine)
-    result = await cli(cli_env, "audit", "verify")
+    result = await invoke(cli_env, "audit", "verify")
     assert result.code == 0, result.stderr
     count = await scalar(engine, "select count(*) from audit_events")
     head = await scalar(engine, "select hash from audit_events order by id desc limit 1")
     assert result.stdout.strip() == f"audit log verified: {count} events, head {head}"
-    as_json = (await cli(cli_env, "audit", "verify", "--json")).json()
+    as_json = (await invoke(cli_env, "audit", "verify", "--json")).json()
     assert as_json == {"ok": True, "events": count, "last_id": count, "head": head, "finding": None}
 
 
@@ -204,14 +204,14 @@ async def test_tampering_is_named_by_audit_verify(
     engine: Engine, cli_env: dict[str, str], tampering: Tampering, named: str
 ) -> None:
     await refund_flow(engine)
-    assert (await cli(cli_env, "audit", "verify")).code == 0
+    assert (await invoke(cli_env, "audit", "verify")).code == 0
     event_id = await tampering(engine, cli_env["APPROVALS_DATABASE_URL"])
-    result = await cli(cli_env, "audit", "verify")
+    result = await invoke(cli_env, "audit", "verify")
     assert result.code == 1
     assert result.stdout == ""
     assert f"event {event_id} {named}" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    as_json = await cli(cli_env, "audit", "verify", "--json")
+    as_json = await invoke(cli_env, "audit", "verify", "--json")
     assert as_json.code == 1
     assert as_json.json()["finding"]["event_id"] == event_id
 
@@ -220,7 +220,7 @@ async def test_a_removed_last_event_is_named(engine: Engine, cli_env: dict[str, 
     await refund_flow(engine)
     last = await scalar(engine, "select max(id) from audit_events")
     await tamper(cli_env["APPROVALS_DATABASE_URL"], "DELETE FROM audit_events WHERE id = %s", last)
-    result = await cli(cli_env, "audit", "verify")
+    result = await invoke(cli_env, "audit", "verify")
     assert result.code == 1
     assert f"event {last} is missing (removed)" in result.stderr
 
@@ -231,7 +231,7 @@ async def test_export_in_both_formats(engine: Engine, cli_env: dict[str, str]) -
     other = await engine.runner.start("refund", {"message": "refund 1001"}, principal="carol")
     rows = await stored_events(cli_env["APPROVALS_DATABASE_URL"])
 
-    jsonl = await cli(cli_env, "audit", "export")
+    jsonl = await invoke(cli_env, "audit", "export")
     assert jsonl.code == 0, jsonl.stderr
     exported = [json.loads(line) for line in jsonl.stdout.splitlines()]
     assert [e["id"] for e in exported] == [r["id"] for r in rows]
@@ -253,7 +253,7 @@ async def test_export_in_both_formats(engine: Engine, cli_env: dict[str, str]) -
     assert first["at"] == format_at(rows[0]["at"])
     assert first["hash"] == rows[0]["hash"]
 
-    table = await cli(cli_env, "audit", "export", "--format", "csv", "--run", run_id)
+    table = await invoke(cli_env, "audit", "export", "--format", "csv", "--run", run_id)
     assert table.code == 0, table.stderr
     read = list(csv.DictReader(io.StringIO(table.stdout)))
     assert read
@@ -263,12 +263,12 @@ async def test_export_in_both_formats(engine: Engine, cli_env: dict[str, str]) -
     assert json.loads(decided["data"])["decision"] in {"approve", "reject"}
 
     boundary = next(r["at"] for r in rows if str(r["run_id"]) == str(other.run_id))
-    since = await cli(cli_env, "audit", "export", "--since", boundary.isoformat())
+    since = await invoke(cli_env, "audit", "export", "--since", boundary.isoformat())
     assert {json.loads(line)["run_id"] for line in since.stdout.splitlines()} == {str(other.run_id)}
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    assert (await cli(cli_env, "audit", "export", "--since", future)).stdout == ""
+    assert (await invoke(cli_env, "audit", "export", "--since", future)).stdout == ""
 
-    bad = await cli(cli_env, "audit", "export", "--since", "yesterday")
+    bad = await invoke(cli_env, "audit", "export", "--since", "yesterday")
     assert bad.code == 2
     assert bad.stderr.startswith("error: --since")
-    assert (await cli(cli_env, "audit", "export", "--run", "nope")).code == 2
+    assert (await invoke(cli_env, "audit", "export", "--run", "nope")).code == 2

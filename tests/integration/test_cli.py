@@ -10,14 +10,15 @@ import uuid
 import pytest
 
 from tests.integration.helpers import side_effects
-from tests.integration.processes import cli, spawn
+from tests.integration.inprocess import invoke
+from tests.integration.processes import spawn
 from web.engine import Engine
 
 pytestmark = pytest.mark.slow
 
 
 async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[str, str]) -> None:
-    started = await cli(
+    started = await invoke(
         cli_env,
         "runs",
         "start",
@@ -35,7 +36,7 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
     assert run["thread_id"] == "customer-42"
     assert len(run["pending"]) == 2
 
-    listed = (await cli(cli_env, "pending", "list", "--json")).json()
+    listed = (await invoke(cli_env, "pending", "list", "--json")).json()
     assert {r["id"] for r in listed} == set(run["pending"])
     for item in listed:
         assert set(item) >= {
@@ -54,7 +55,7 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
         assert item["shown"]["args"]["order_id"] in {"1001", "1002"}
 
     by_call = {r["call_id"]: r["id"] for r in listed}
-    decided = await cli(
+    decided = await invoke(
         cli_env,
         "decide",
         by_call["refund-1001"],
@@ -67,13 +68,13 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
     assert decided.code == 0, decided.stderr
     assert decided.json()["decision"] == "edit"
     assert decided.json()["principal"] == "bob"
-    rejected = await cli(
+    rejected = await invoke(
         cli_env, "decide", by_call["refund-1002"], "reject", "--reason", "fraud", "--as", "bob"
     )
     assert rejected.json()["decision"] == "reject"
-    assert (await cli(cli_env, "worker", "--drain")).json() == {"resumed": 2}
+    assert (await invoke(cli_env, "worker", "--drain")).json() == {"resumed": 2}
 
-    shown = await cli(cli_env, "runs", "show", run["run_id"], "--json")
+    shown = await invoke(cli_env, "runs", "show", run["run_id"], "--json")
     report = shown.json()
     assert report["status"] == "completed"
     assert report["pending"] == []
@@ -95,7 +96,7 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
         ("deny", "rejection"),
         ("transform", "approval"),
     ]
-    text = await cli(cli_env, "runs", "show", run["run_id"])
+    text = await invoke(cli_env, "runs", "show", run["run_id"])
     assert "completed" in text.stdout
     assert "agent_startup" in text.stdout
     assert "via approval" in text.stdout
@@ -117,7 +118,7 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
 async def test_errors_are_one_line_with_their_exit_code(
     cli_env: dict[str, str], args: list[str], code: int, message: str
 ) -> None:
-    result = await cli(cli_env, *args)
+    result = await invoke(cli_env, *args)
     assert result.code == code, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -129,19 +130,19 @@ async def test_decide_exit_codes_for_a_decided_request(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="alice")
-    first = await cli(cli_env, "decide", run.pending[0], "reject", "--reason", "no", "--as", "a")
+    first = await invoke(cli_env, "decide", run.pending[0], "reject", "--reason", "no", "--as", "a")
     assert first.code == 0
-    again = await cli(cli_env, "decide", run.pending[0], "approve", "--as", "b")
+    again = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "b")
     assert again.code == 3
     assert "no longer pending (status: rejected)" in again.stderr
-    invalid = await cli(cli_env, "decide", run.pending[0], "reject", "--as", "b")
+    invalid = await invoke(cli_env, "decide", run.pending[0], "reject", "--as", "b")
     assert invalid.code == 2
     assert "needs a reason" in invalid.stderr
 
 
 async def test_an_unreachable_database_is_one_clear_line(cli_env: dict[str, str]) -> None:
     env = {**cli_env, "APPROVALS_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
-    result = await cli(env, "pending", "list")
+    result = await invoke(env, "pending", "list")
     assert result.code == 1
     assert result.stderr.startswith("error: database unavailable")
     assert len(result.stderr.strip().splitlines()) == 1
@@ -161,7 +162,7 @@ async def test_the_demo_pauses_and_finishes_once_decided(
         found = re.search(r"approvals decide ([0-9a-f-]{36}) approve", line)
         if found:
             request_id = found.group(1)
-    decided = await cli(cli_env, "decide", request_id, "approve", "--as", "demo:approver")
+    decided = await invoke(cli_env, "decide", request_id, "approve", "--as", "demo:approver")
     assert decided.code == 0, decided.stderr
     rest, _ = await asyncio.wait_for(demo.communicate(), 120)
     assert demo.returncode == 0
@@ -181,19 +182,19 @@ async def test_an_unmigrated_database_says_to_upgrade(
     await _admin(admin_url, f"CREATE DATABASE {name}")
     try:
         env = {**cli_env, "APPROVALS_DATABASE_URL": with_database(admin_url, name)}
-        result = await cli(env, "pending", "list")
+        result = await invoke(env, "pending", "list")
         assert result.code == 1
         assert "approvals db upgrade" in result.stderr
-        upgraded = await cli(env, "db", "upgrade")
+        upgraded = await invoke(env, "db", "upgrade")
         assert upgraded.code == 0, upgraded.stderr
-        assert (await cli(env, "db", "upgrade")).code == 0
-        assert (await cli(env, "pending", "list", "--json")).json() == []
+        assert (await invoke(env, "db", "upgrade")).code == 0
+        assert (await invoke(env, "pending", "list", "--json")).json() == []
     finally:
         await _admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 async def test_malformed_configuration_is_one_clear_line(cli_env: dict[str, str]) -> None:
-    result = await cli({**cli_env, "APPROVALS_GRAPHS": "{not json"}, "pending", "list")
+    result = await invoke({**cli_env, "APPROVALS_GRAPHS": "{not json"}, "pending", "list")
     assert result.code == 1
     assert len(result.stderr.strip().splitlines()) == 1
     assert "graphs" in result.stderr
@@ -205,13 +206,13 @@ async def test_runs_show_reports_the_final_answer(engine: Engine, cli_env: dict[
         run.pending[0], "reject", principal="bob", reason="not eligible"
     )
     await engine.worker.drain()
-    report = (await cli(cli_env, "runs", "show", run.run_id, "--json")).json()
+    report = (await invoke(cli_env, "runs", "show", run.run_id, "--json")).json()
     assert report["status"] == "completed"
     assert "not eligible" in report["answer"]
 
 
 async def test_tools_are_listed_with_their_validation(cli_env: dict[str, str]) -> None:
-    listed = await cli(cli_env, "tools", "list", "--json")
+    listed = await invoke(cli_env, "tools", "list", "--json")
     assert listed.code == 0, listed.stderr
     tools = {t["name"]: t for t in listed.json()["refund"]}
     refund = tools["issue_refund"]
@@ -222,6 +223,6 @@ async def test_tools_are_listed_with_their_validation(cli_env: dict[str, str]) -
     assert tools["lookup_order"]["sensitive"] is False
     # The OpenAI-SDK example is registered where the SDK is installed (make test installs it).
     assert set(listed.json()) == {"refund", "email", "refund_openai"}
-    missing = await cli(cli_env, "tools", "list", "nope")
+    missing = await invoke(cli_env, "tools", "list", "nope")
     assert missing.code == 4
     assert "unknown graph" in missing.stderr

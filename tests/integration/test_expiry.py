@@ -17,7 +17,8 @@ from approvals.model import DecisionRecord, OnExpiry, RequestStatus, Vote
 from graphs.worker import ExpirySweeper
 from tests.integration.expiry_graphs import GRAPHS
 from tests.integration.helpers import scalar, side_effects, start_refund
-from tests.integration.processes import cli, eventually
+from tests.integration.inprocess import invoke
+from tests.integration.processes import eventually
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -318,7 +319,7 @@ async def test_the_running_worker_expires_and_resumes_on_its_own(database_url: s
 async def test_worker_drain_sweeps_first(engine: Engine, cli_env: dict[str, str]) -> None:
     run = await start_refund(engine)
     await set_deadline(engine, run.pending[0], -1)
-    result = await cli(cli_env, "worker", "--drain")
+    result = await invoke(cli_env, "worker", "--drain")
     assert result.code == 0, result.stderr
     assert result.json() == {"resumed": 1}
     finished = await engine.runs.get(run.run_id)

@@ -15,7 +15,7 @@ from psycopg import sql
 from approvals.errors import RequestNotPending, RunEnded, RunNotFound, ThreadBusy
 from approvals.model import JobStatus, RequestStatus, RunStatus
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
-from tests.integration.processes import cli
+from tests.integration.inprocess import invoke
 from web.engine import Engine
 
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_writes", "checkpoint_blobs")
@@ -60,7 +60,7 @@ async def test_cancelling_a_waiting_run_from_the_cli(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await start_refund(engine, "Refund orders 1001 and 1002")
-    cancelled = await cli(
+    cancelled = await invoke(
         cli_env,
         "runs",
         "cancel",
@@ -91,10 +91,10 @@ async def test_cancelling_a_waiting_run_from_the_cli(
     assert (await audit_kinds(engine, run.run_id)).count("request.cancelled") == 2
 
     # Its requests can no longer be decided: exit 3, like any request no longer pending.
-    decided = await cli(cli_env, "decide", run.pending[0], "approve", "--as", "bob")
+    decided = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "bob")
     assert decided.code == 3, decided.stderr
     assert "cancelled" in decided.stderr
-    shown = (await cli(cli_env, "runs", "show", run.run_id, "--json")).json()
+    shown = (await invoke(cli_env, "runs", "show", run.run_id, "--json")).json()
     assert shown["status"] == "cancelled"
     assert shown["pending"] == []
 
@@ -103,21 +103,21 @@ async def test_cancelling_a_waiting_run_from_the_cli(
 async def test_cancel_exit_codes(engine: Engine, cli_env: dict[str, str]) -> None:
     finished = await engine.runner.start("refund", {"message": "refund 1003"}, principal="alice")
     assert finished.status is RunStatus.COMPLETED
-    ended = await cli(cli_env, "runs", "cancel", finished.run_id)
+    ended = await invoke(cli_env, "runs", "cancel", finished.run_id)
     assert ended.code == 3
     assert ended.stderr.strip() == (
         f"error: run {finished.run_id} already ended (status: completed)"
     )
-    unknown = await cli(cli_env, "runs", "cancel", str(uuid.uuid4()))
+    unknown = await invoke(cli_env, "runs", "cancel", str(uuid.uuid4()))
     assert unknown.code == 4, unknown.stderr
-    malformed = await cli(cli_env, "runs", "cancel", "not-a-run")
+    malformed = await invoke(cli_env, "runs", "cancel", "not-a-run")
     assert malformed.code == 2, malformed.stderr
 
     waiting = await start_refund(engine)
-    first = await cli(cli_env, "runs", "cancel", waiting.run_id)
+    first = await invoke(cli_env, "runs", "cancel", waiting.run_id)
     assert first.code == 0, first.stderr
     assert first.stdout.startswith(f"run {waiting.run_id} cancelled (1 pending request(s)")
-    again = await cli(cli_env, "runs", "cancel", waiting.run_id)
+    again = await invoke(cli_env, "runs", "cancel", waiting.run_id)
     assert again.code == 3
     assert "status: cancelled" in again.stderr
     assert (await audit_kinds(engine, waiting.run_id)).count("run.cancelled") == 1
@@ -323,7 +323,7 @@ async def test_retention_prunes_checkpoints_of_old_finished_runs_only(
     kept = {t: await count(engine, t) for t in ENGINE_TABLES}
     assert all(before[t]["checkpoints"] > 0 for t in threads.values())
 
-    dry = await cli(cli_env, "retention", "prune", "--older-than", "30d", "--dry-run", "--json")
+    dry = await invoke(cli_env, "retention", "prune", "--older-than", "30d", "--dry-run", "--json")
     assert dry.code == 0, dry.stderr
     expected = {t: sum(before[thread][t] for thread in pruned_threads) for t in CHECKPOINT_TABLES}
     assert dry.json() | {"older_than": "30d"} == {
@@ -338,7 +338,7 @@ async def test_retention_prunes_checkpoints_of_old_finished_runs_only(
     }
     assert await count(engine, "checkpoints", threads[old]) == before[threads[old]]["checkpoints"]
 
-    pruned = await cli(cli_env, "retention", "prune", "--older-than", "30d", "--json")
+    pruned = await invoke(cli_env, "retention", "prune", "--older-than", "30d", "--json")
     assert pruned.code == 0, pruned.stderr
     assert pruned.json()["threads"] == 2
     assert pruned.json()["dry_run"] is False
@@ -360,10 +360,10 @@ async def test_retention_prunes_checkpoints_of_old_finished_runs_only(
     )
     assert event["threads"] == 2
 
-    again = await cli(cli_env, "retention", "prune", "--older-than", "30d")
+    again = await invoke(cli_env, "retention", "prune", "--older-than", "30d")
     assert again.code == 0, again.stderr
     assert again.stdout.startswith("pruned the checkpoints of 0 thread(s)")
-    bad = await cli(cli_env, "retention", "prune", "--older-than", "a month")
+    bad = await invoke(cli_env, "retention", "prune", "--older-than", "a month")
     assert bad.code == 2
     assert "not an age" in bad.stderr
 
@@ -394,7 +394,7 @@ async def test_json_logs_are_one_object_per_line(engine: Engine, cli_env: dict[s
     run = await start_refund(engine)
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     env = cli_env | {"APPROVALS_LOG_FORMAT": "json"}
-    drained = await cli(env, "worker", "--drain")
+    drained = await invoke(env, "worker", "--drain")
     assert drained.code == 0, drained.stderr
     assert drained.json() == {"resumed": 1}
     lines = [line for line in drained.stderr.splitlines() if line.strip()]
@@ -411,7 +411,7 @@ async def test_json_logs_are_one_object_per_line(engine: Engine, cli_env: dict[s
     # The default stays one readable line per record.
     second = await start_refund(engine)
     await engine.decide_as_operator(second.pending[0], "approve", principal="bob")
-    text = await cli(cli_env, "worker", "--drain")
+    text = await invoke(cli_env, "worker", "--drain")
     assert text.code == 0, text.stderr
     assert f"INFO approvals.worker: resuming run {second.run_id}" in text.stderr
     assert all(not line.startswith("{") for line in text.stderr.splitlines())

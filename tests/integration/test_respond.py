@@ -14,7 +14,7 @@ import pytest
 from approvals.errors import InvalidDecision, InvalidValue, RequestNotPending
 from approvals.model import DECISION_TYPES, DecisionRecord, RequestStatus
 from tests.integration.helpers import scalar, side_effects
-from tests.integration.processes import cli
+from tests.integration.inprocess import invoke
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -176,11 +176,11 @@ async def test_the_cli_responds_with_a_message_and_refuses_an_empty_one(
 ) -> None:
     out = await _ask(lc)
     [request_id] = out.pending
-    empty = await cli(cli_env, "decide", request_id, "respond", "--message", " ", "--as", "bob")
+    empty = await invoke(cli_env, "decide", request_id, "respond", "--message", " ", "--as", "bob")
     assert empty.code == 2, (empty.stdout, empty.stderr)
     await _nothing_consumed(lc, request_id)
 
-    decided = await cli(
+    decided = await invoke(
         cli_env, "decide", request_id, "respond", "--message", ANSWER, "--as", "bob"
     )
     assert decided.code == 0, decided.stderr

@@ -12,7 +12,7 @@ import pytest
 
 from approvals.errors import InvalidValue
 from tests.integration.helpers import scalar
-from tests.integration.processes import cli
+from tests.integration.inprocess import invoke
 from tests.web.conftest import Server, SignIn, add_user, csrf_of
 from tests.web.test_api import client, started_refund, token
 from tests.web.test_pages import refund_request
@@ -266,7 +266,7 @@ async def test_the_cli_decide_refuses_them_with_exit_2_and_one_line(
 ) -> None:
     run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="local:shop")
     verdict = "reject" if "--reason" in args else "approve"
-    result = await cli(cli_env, "decide", run.pending[0], verdict, "--as", "bob", *args)
+    result = await invoke(cli_env, "decide", run.pending[0], verdict, "--as", "bob", *args)
     assert result.code == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -290,7 +290,7 @@ async def test_the_cli_decide_refuses_them_with_exit_2_and_one_line(
 async def test_the_cli_runs_start_refuses_them_with_exit_2_and_one_line(
     engine: Engine, cli_env: dict[str, str], args: list[str], message: str
 ) -> None:
-    result = await cli(cli_env, "runs", "start", "refund", *args)
+    result = await invoke(cli_env, "runs", "start", "refund", *args)
     assert result.code == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -304,7 +304,7 @@ async def test_the_cli_runs_cancel_refuses_a_reason_that_is_not_text_and_the_run
 ) -> None:
     run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="local:shop")
     reason = os.fsdecode(b"stop \xfe")
-    result = await cli(cli_env, "runs", "cancel", run.run_id, "--reason", reason)
+    result = await invoke(cli_env, "runs", "cancel", run.run_id, "--reason", reason)
     assert result.code == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
