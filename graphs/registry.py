@@ -55,11 +55,22 @@ class GraphRegistry:
 
     def tools(self, name: str) -> list[GovernedTool]:
         """The governed tools of graph ``name`` (built if needed), with their validation.
-        Empty for a graph not built with ``build_agent`` (and for an OpenAI-SDK agent)."""
+        Empty for a graph not built with ``build_agent``, and for an OpenAI-SDK agent, whose
+        tools take no edits (``describe_tools`` lists them)."""
         if self.openai(name) is not None:
             return []
         self.get(name)
         return list(self._deps.catalog.for_graph(name))
+
+    def describe_tools(self, name: str) -> list[dict[str, Any]]:
+        """The tools of graph ``name`` as ``approvals tools list`` shows them: a LangGraph
+        graph's governed tools with their validation, an OpenAI-SDK agent's function tools
+        (those of its nested and handoff agents too) with their argument schema and whether
+        they need approval."""
+        host = self.openai(name)
+        if host is not None:
+            return host.describe_tools()
+        return [t.describe() for t in self.tools(name)]
 
     def governance(self, name: str) -> Governance | None:
         """How graph ``name``'s tool calls are governed (built if needed); ``None`` for a
@@ -112,7 +123,7 @@ class GraphRegistry:
         built = factory
         if not isinstance(factory, Pregel | StateGraph) and callable(factory):
             built = factory(self._deps)
-        host = _openai_host(name, built)
+        host = _openai_host(name, target, built)
         if host is not None:
             self._openai[name] = host
             return host
@@ -209,7 +220,7 @@ def _register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolC
     return found
 
 
-def _openai_host(name: str, built: Any) -> OpenAIHost | None:
+def _openai_host(name: str, target: str, built: Any) -> OpenAIHost | None:
     """``built`` as an OpenAI-SDK host, if it is an ``agents.Agent`` (or an ``OpenAIAgent``).
     Such an object exists only once the SDK was imported, so a process that never imports it
     does not import it here."""
@@ -218,7 +229,11 @@ def _openai_host(name: str, built: Any) -> OpenAIHost | None:
     from agents import Agent
 
     from graphs.openai_host import OpenAIAgent, OpenAIHost
+    from graphs.openai_host.host import UngovernedAgent
 
-    if isinstance(built, Agent | OpenAIAgent):
+    if not isinstance(built, Agent | OpenAIAgent):
+        return None
+    try:
         return OpenAIHost(name, built)
-    return None
+    except UngovernedAgent as exc:
+        raise GraphLoadError(name, target, str(exc)) from exc

@@ -30,6 +30,7 @@ from approvals.model import PendingCall, Run, Vote
 from approvals.principals import Principal
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError
+from web.request_stream import open_stream as open_request_stream
 from web.run_stream import parse_after
 from web.run_stream import run_events as stream_run_events
 
@@ -247,6 +248,26 @@ def router() -> APIRouter:
     async def list_pending(request: Request, principal: Caller) -> list[PendingCallView]:
         visible = await engine_of(request).visible_pending(principal)
         return [pending_call(r, may_decide) for r, may_decide in visible]
+
+    @api.get(
+        "/pending/events",
+        summary="Changes of the requests you may see, as they happen (server-sent events)",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def pending_events(request: Request, principal: Caller) -> StreamingResponse:
+        """``request`` (``{id, run_id, tool, kind, status}``: a request you may see, or of a
+        run you started, was opened, decided, expired, escalated, superseded or cancelled),
+        ``resync`` (changes may have been missed: list again) and ``signed-out`` (the token
+        was revoked or its groups changed; checked every 15 s). Pushed from one LISTEN
+        connection per server process: following it costs the database nothing."""
+        engine = engine_of(request)
+        secret = request.headers["authorization"].partition(" ")[2].strip()
+
+        async def still_signed_in() -> bool:
+            return await engine.accounts.verify_token(secret) == principal
+
+        return await open_request_stream(engine, principal, still_signed_in)
 
     @api.get("/pending/{request_id}", response_model=PendingCallView, summary="One pending call")
     async def get_pending(request: Request, request_id: str, principal: Caller) -> PendingCallView:

@@ -42,7 +42,6 @@ from approvals.principals import Principal
 from approvals.redaction import redacted_paths, restore
 from storage.accounts import PgAccounts
 from storage.audit import AuditFilter, PgAuditLog, Verification
-from storage.changes import PgRequestChanges
 from storage.db import (
     Connection,
     Database,
@@ -58,6 +57,7 @@ from storage.ops import Cancellation, Histogram, MetricsSnapshot, PgOperations
 from storage.queue import PgResumeQueue
 from storage.requests import PgApprovalRequests, PgDecisions
 from storage.roles import Grant, grant_runtime
+from storage.request_events import RequestEvent, RequestEventHub, RequestEventKind, RequestFeed
 from storage.run_events import PgRunEvents, RunEventHub, Subscription
 from storage.runs import PgRuns, PgToolLedger
 from storage.sessions import PgSessions
@@ -82,8 +82,10 @@ __all__ = [
     "Grant",
     "Histogram",
     "MetricsSnapshot",
-    "PgRequestChanges",
     "PgRunEvents",
+    "RequestEvent",
+    "RequestEventKind",
+    "RequestFeed",
     "Subscription",
     "Verification",
     "grant_runtime",
@@ -148,8 +150,6 @@ class Engine:
     notifications: PgNotifications
     #: The web app's server-side sessions.
     sessions: PgSessions
-    #: What live views poll: requests created or decided since a mark.
-    request_changes: PgRequestChanges
     #: What runs' steps produced, for streams and run notifications.
     run_events: PgRunEvents
     #: Tells people when calls wait or are escalated; run by the worker processes.
@@ -205,6 +205,12 @@ class Engine:
     def streams(self) -> RunEventHub:
         """Wakes this process's run event streams (one LISTEN connection, made on first use)."""
         return RunEventHub(self.url)
+
+    @cached_property
+    def request_streams(self) -> RequestEventHub:
+        """Feeds this process's request streams (live views, ``GET /api/v1/pending/events``)
+        from one LISTEN connection, made on first use."""
+        return RequestEventHub(self.url, self._db)
 
     @property
     def registry(self) -> GraphRegistry:
@@ -605,7 +611,6 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
             expiry=PgExpiry(db),
             notifications=notifications,
             sessions=PgSessions(db),
-            request_changes=PgRequestChanges(db),
             run_events=run_events,
             notifier=Notifier.from_settings(notifications, settings, run_events),
         )
@@ -614,6 +619,8 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
         if engine is not None and "streams" in engine.__dict__:
             # Only if a stream made it listen.
             await engine.streams.close()
+        if engine is not None and "request_streams" in engine.__dict__:
+            await engine.request_streams.close()
         if queue is not None:
             await queue.close()
         await pool.close()

@@ -9,18 +9,16 @@ configured public URL's origin.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
 import unicodedata
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from approvals.authz import ApproverRules
@@ -40,6 +38,7 @@ from approvals.principals import Principal
 from approvals.redaction import keep_redacted_fields
 from web.engine import Engine
 from web.errors import status_of
+from web.request_stream import open_stream
 from web.security import LoginThrottle, Session, Sessions, same_origin
 from web.settings import Settings
 
@@ -514,12 +513,16 @@ def router() -> APIRouter:
 
     @pages.get("/events")
     async def events(request: Request, session: SignedIn) -> Response:
-        """Server-sent events: ``changed`` when a request this principal may see arrives or is
-        decided (never for one it may not see), ``signed-out`` when its session has ended."""
-        return StreamingResponse(
-            _changes(request, session),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-store"},
+        """Server-sent events of the requests this principal may see (``web.request_stream``,
+        pushed, never polled); ``signed-out`` as soon as its session ends."""
+        sessions = _sessions(request)
+
+        async def still_signed_in() -> bool:
+            current = await sessions.read(request, fresh=True)
+            return current is not None and current.principal == session.principal
+
+        return await open_stream(
+            _engine(request), session.principal, still_signed_in, session_id=session.id
         )
 
     return pages
@@ -549,41 +552,6 @@ def login_page(request: Request, status_code: int = 200, **context: Any) -> Resp
     )
     sessions.set_login_cookie(response, nonce)
     return response
-
-
-#: How far back each look at the changes reaches before the previous one: a request's times
-#: are those of its transaction's start, which may commit a little after a later look.
-EVENTS_OVERLAP = timedelta(seconds=60)
-EVENTS_POLL_SECONDS = 1.5
-
-
-async def _changes(request: Request, session: Session) -> AsyncIterator[str]:
-    """The live view's stream: what changed is filtered by what the principal may see, so the
-    mere arrival of another group's request tells nothing."""
-    changes = _engine(request).request_changes
-    rules, sessions = _rules(request), _sessions(request)
-    since, _ = await changes.since(None)
-    # (request id, status) already accounted for, with when it was seen; a change is told once.
-    _, recent = await changes.since(since - EVENTS_OVERLAP)
-    seen = {(r.id, r.status.value): since for r in recent}
-    # Sent once the starting point is taken: anything after this line is news.
-    yield "retry: 3000\n\n"
-    while not await request.is_disconnected():
-        await asyncio.sleep(EVENTS_POLL_SECONDS)
-        current = await sessions.read(request)
-        if current is None or current.id != session.id:
-            yield "event: signed-out\ndata: {}\n\n"
-            return
-        now, changed = await changes.since(since - EVENTS_OVERLAP)
-        news = [r for r in changed if (r.id, r.status.value) not in seen]
-        for r in news:
-            seen[(r.id, r.status.value)] = now
-        seen = {key: at for key, at in seen.items() if now - at <= 2 * EVENTS_OVERLAP}
-        since = now
-        visible = sorted(r.id for r in news if rules.may_see(current.principal, r))
-        if visible:
-            # Only ids the principal may see (it could open each of them anyway).
-            yield f"event: changed\ndata: {json.dumps({'requests': visible})}\n\n"
 
 
 def _text_error(value: str, blank: str, label: str) -> str | None:

@@ -46,7 +46,7 @@ def upgrade() -> None:
                             ELSE NEW.status
                         END;
             ELSE
-                -- Still pending, with other approvers (or a new deadline): escalated.
+                -- Still pending, moved to the next approvers of its chain (or given others).
                 kind := 'escalated';
             END IF;
             payload := jsonb_build_object(
@@ -70,11 +70,11 @@ def upgrade() -> None:
         -- Other updates (the interrupt id a settled step stores, the person column) are no
         -- news to an approver.
         CREATE TRIGGER approval_requests_changed_event_v1
-            AFTER UPDATE OF status, approvers, expires_at ON approval_requests
+            AFTER UPDATE OF status, approvers, escalation_level ON approval_requests
             FOR EACH ROW
             WHEN (OLD.status IS DISTINCT FROM NEW.status
                   OR OLD.approvers IS DISTINCT FROM NEW.approvers
-                  OR OLD.expires_at IS DISTINCT FROM NEW.expires_at)
+                  OR OLD.escalation_level IS DISTINCT FROM NEW.escalation_level)
             EXECUTE FUNCTION approvals_request_event_v1();
 
         CREATE FUNCTION approvals_session_ended_v1() RETURNS trigger

@@ -68,8 +68,17 @@ class NeedsApproval:
         return Verdict.allow()
 
 
+class UngovernedAgent(ValueError):
+    """An agent that could call something the engine cannot ask a human about."""
+
+
 class OpenAIHost:
-    """A registered OpenAI-SDK agent: the agent (its tools governed), its governance."""
+    """A registered OpenAI-SDK agent: the agent (its tools governed), its governance.
+
+    Only function tools can be governed (the engine runs them); an agent that reaches any
+    other tool (hosted tools run inside the model's response, shell and computer tools
+    outside ``on_invoke_tool``) or an MCP server (its tools are made per run) is refused with
+    ``UngovernedAgent``, as a graph with no approval boundary is."""
 
     def __init__(self, name: str, found: Agent[Any] | OpenAIAgent) -> None:
         given = found if isinstance(found, OpenAIAgent) else OpenAIAgent(found)
@@ -77,12 +86,62 @@ class OpenAIHost:
         self.agent: Agent[Any] = given.agent
         self.max_turns = given.max_turns
         self.governance = _with_needs_approval(given.governance)
-        for agent in reachable(self.agent):
+        agents = list(reachable(self.agent))
+        for agent in agents:
+            _refuse_ungoverned(agent)
+        for agent in agents:
             for tool in agent.tools:
                 if isinstance(tool, FunctionTool) and not isinstance(
                     tool.on_invoke_tool, _GovernedInvoke
                 ):
                     _govern(agent, tool)
+
+    def describe_tools(self) -> list[dict[str, Any]]:
+        """Every function tool the agent reaches, as ``approvals tools list`` shows a
+        governed tool: name, description, argument schema, whether it needs approval."""
+        described: list[dict[str, Any]] = []
+        for agent in reachable(self.agent):
+            for tool in agent.tools:
+                if not isinstance(tool, FunctionTool):
+                    continue
+                invoke = tool.on_invoke_tool
+                own = invoke.needs if isinstance(invoke, _GovernedInvoke) else tool.needs_approval
+                needs = "always" if own is True else "never" if own is False else "per call"
+                described.append(
+                    {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "sensitive": own is True,
+                        "needs_approval": needs,
+                        "agent": agent.name,
+                        "nested_agent": bool(getattr(tool, "_is_agent_tool", False)),
+                        "arguments": tool.params_json_schema,
+                        "preconditions": [],
+                        "postconditions": [],
+                        "risk": None,
+                        "estimated_cost": None,
+                        "approver_group": None,
+                    }
+                )
+        return described
+
+
+def _refuse_ungoverned(agent: Agent[Any]) -> None:
+    others = [
+        f"{getattr(t, 'name', '?')} ({type(t).__name__})"
+        for t in agent.tools
+        if not isinstance(t, FunctionTool)
+    ]
+    if others:
+        raise UngovernedAgent(
+            f"agent {agent.name!r} has tools the engine cannot govern: {', '.join(others)}; "
+            "only function tools run under approval (wrap the action in a @function_tool)"
+        )
+    if agent.mcp_servers:
+        raise UngovernedAgent(
+            f"agent {agent.name!r} uses MCP servers, whose tools the SDK makes per run, "
+            "where the engine cannot govern them; expose them as @function_tools instead"
+        )
 
 
 def _with_needs_approval(governance: Governance | None) -> Governance:
@@ -197,17 +256,47 @@ class HostRun:
     requests: dict[str, str] = field(default_factory=dict)
     #: Successful executions per tool in this invocation (``run.tool_count`` for policies).
     counts: dict[str, int] = field(default_factory=dict)
+    #: The answer for each (call id, identity) this invocation settled (not a pause).
+    settled: dict[tuple[str, str], Gate] = field(default_factory=dict)
 
     async def gate(
         self, tool: FunctionTool, call_id: str, args: dict[str, Any], needs: bool
     ) -> Gate:
         """``pre_tool_call`` for a call: allowed (maybe transformed), paused on its request,
-        or denied (by a policy or a human)."""
-        name = tool.name
+        or denied (by a policy or a human).
+
+        The SDK asks ``needs_approval`` and then ``on_invoke_tool`` about the same call in
+        one invocation: that is one interception, so it is emitted (and recorded) once and
+        its answer kept for the same arguments. A pause is never kept: a resume asks again,
+        and the answer comes from the database."""
         try:
-            identity = call_identity(run_id=self.run_id, call_id=call_id, tool=name, args=args)
+            identity = call_identity(run_id=self.run_id, call_id=call_id, tool=tool.name, args=args)
         except AgentHooksCoreError as exc:
             return Gate(message=_error("context_invalid", str(exc)))
+        key = (call_id, identity)
+        kept = self.settled.get(key)
+        if kept is not None:
+            return kept
+        answer = await self._pre_tool_call(tool, call_id, args, needs, identity)
+        if answer.pending is None:
+            self.settled[key] = answer
+        return answer
+
+    async def record_rejection(
+        self, tool: FunctionTool, call_id: str, args: dict[str, Any]
+    ) -> None:
+        """Emit the ``pre_tool_call`` of a call a human rejected (or that expired), answered
+        by the stored decision. The SDK is told ``state.reject`` and never asks about the call
+        again, so without this the rejection would leave no interception record."""
+        invoke = tool.on_invoke_tool
+        own = invoke.needs if isinstance(invoke, _GovernedInvoke) else tool.needs_approval
+        # It was escalated: by its own needs_approval, or by a policy that comes first anyway.
+        await self.gate(tool, call_id, args, own is not False)
+
+    async def _pre_tool_call(
+        self, tool: FunctionTool, call_id: str, args: dict[str, Any], needs: bool, identity: str
+    ) -> Gate:
+        name = tool.name
         new = NewRequest(
             run_id=self.run_id,
             thread_id=self.thread_id,
@@ -402,6 +491,11 @@ class _GovernedInvoke:
         self._tool = tool
         self._own = own
         self._needs = needs
+
+    @property
+    def needs(self) -> Any:
+        """The tool's own ``needs_approval`` (a bool, or a function of the call)."""
+        return self._needs
 
     async def __call__(self, context: ToolContext[Any], arguments: str) -> Any:
         run = current_run()

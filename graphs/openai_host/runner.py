@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_hooks import InterceptionBlocked
-from agents import RunConfig, RunState
+from agents import FunctionTool, RunConfig, RunState
 from agents import Runner as SDKRunner
 
 from approvals.errors import DatabaseUnavailable, GraphLoadError, InvalidRunInput, ThreadBusy
@@ -215,6 +215,7 @@ class OpenAIRunner:
             return None
         state: RunState[Any, Any] = await RunState.from_json(host.agent, json.loads(stored.state))
         applied = 0
+        rejected: list[Any] = []
         for item in state.get_interruptions():
             found_id = _call_id(item)
             request_id = waiting.get(found_id) if found_id is not None else None
@@ -228,6 +229,7 @@ class OpenAIRunner:
                 state.approve(item)
             else:
                 state.reject(item, rejection_message=_rejection(decision))
+                rejected.append(item)
             applied += 1
         if applied == 0:
             await claimed.complete(JobStatus.SKIPPED, "no decision to apply")
@@ -243,6 +245,7 @@ class OpenAIRunner:
             holder,
             states,
             waiting,
+            rejected,
         )
         outcome = await _ended(holder, outcome)
         await claimed.complete(
@@ -262,9 +265,11 @@ class OpenAIRunner:
         holder: SessionHolder,
         states: OpenAIRunStates,
         waiting: dict[str, str],
+        rejected: list[Any] | None = None,
     ) -> RunOutcome:
         """Run the agent from ``given`` (the input, or a decided state) until it finishes or
-        pauses, and store where it stands."""
+        pauses, and store where it stands. ``rejected``: the interruptions the state was told
+        to reject, whose ``pre_tool_call`` is emitted first (answered by the stored decision)."""
         session = holder.get(host.governance, graph=host.name, run_id=run_id, principal=principal)
         current = HostRun(
             run_id=run_id,
@@ -276,6 +281,8 @@ class OpenAIRunner:
         )
         token = enter(current)
         try:
+            for item in rejected or ():
+                await _record_rejection(current, host, item)
             result = await SDKRunner.run(
                 host.agent,
                 given,
@@ -355,6 +362,31 @@ def _call_id(item: Any) -> str | None:
     raw = item.raw_item
     found = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
     return found if isinstance(found, str) else None
+
+
+async def _record_rejection(current: HostRun, host: OpenAIHost, item: Any) -> None:
+    """The interception record of a rejected call (see ``HostRun.record_rejection``)."""
+    call_id = _call_id(item)
+    name = getattr(item, "tool_name", None) or getattr(item, "name", None)
+    owner = getattr(item, "agent", None)
+    candidates = [owner, *reachable(host.agent)] if owner is not None else reachable(host.agent)
+    tool = next(
+        (
+            t
+            for agent in candidates
+            for t in getattr(agent, "tools", ())
+            if isinstance(t, FunctionTool) and t.name == name
+        ),
+        None,
+    )
+    try:
+        args = json.loads(getattr(item, "arguments", None) or "{}")
+    except ValueError:
+        args = None
+    if call_id is None or tool is None or not isinstance(args, dict):
+        # The call never had a request of its own then (see ``_step``'s unrecorded calls).
+        return
+    await current.record_rejection(tool, call_id, args)
 
 
 def _rejection(decision: Any) -> str:

@@ -983,20 +983,20 @@ SELECT principal, name, via, account, groups, created_at, expires_at, last_seen_
  ORDER BY created_at DESC
  LIMIT %(limit)s;
 
--- ==== live view (storage/changes.py) ====
+-- ==== request events, pushed to live views (storage/request_events.py) ====
 
--- name: requests_changed_since
--- What the live view (/events) compares: requests created or decided after a moment, with the
--- database's own clock (db_now), so that each listener can keep only those its principal may
--- see. One row with a NULL id when nothing changed.
-SELECT n.db_now, a.*
-  FROM (SELECT now() AS db_now) n
-  LEFT JOIN LATERAL (
-        SELECT * FROM approval_requests
-         WHERE %(since)s::timestamptz IS NOT NULL
-           AND (created_at > %(since)s OR decided_at > %(since)s)
-         ORDER BY GREATEST(created_at, COALESCE(decided_at, created_at)) DESC
-         LIMIT %(limit)s) a ON true;
+-- name: listen_request_events
+-- Wake this connection on every request change (the payload is JSON: migration 0020).
+LISTEN approvals_request_events;
+
+-- name: listen_sessions_ended
+-- Wake this connection when a web session ends (the payload is the hash of its id).
+LISTEN approvals_sessions_ended;
+
+-- name: request_event_row
+-- Whom a request's change concerns, for a change too big to NOTIFY (hundreds of groups).
+SELECT id, run_id, tool, approvers, requested_by, requested_by_person
+  FROM approval_requests WHERE id = %(id)s;
 
 -- ==== run events and run notifications (storage/run_events.py) ====
 

@@ -234,7 +234,7 @@ CREATE FUNCTION public.approvals_request_event_v1() RETURNS trigger
                             ELSE NEW.status
                         END;
             ELSE
-                -- Still pending, with other approvers (or a new deadline): escalated.
+                -- Still pending, moved to the next approvers of its chain (or given others).
                 kind := 'escalated';
             END IF;
             payload := jsonb_build_object(
@@ -817,7 +817,7 @@ CREATE INDEX web_sessions_expires ON public.web_sessions USING btree (expires_at
 
 CREATE INDEX web_sessions_principal ON public.web_sessions USING btree (principal);
 
-CREATE TRIGGER approval_requests_changed_event_v1 AFTER UPDATE OF status, approvers, expires_at ON public.approval_requests FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.approvers IS DISTINCT FROM new.approvers) OR (old.expires_at IS DISTINCT FROM new.expires_at))) EXECUTE FUNCTION public.approvals_request_event_v1();
+CREATE TRIGGER approval_requests_changed_event_v1 AFTER UPDATE OF status, approvers, escalation_level ON public.approval_requests FOR EACH ROW WHEN (((old.status IS DISTINCT FROM new.status) OR (old.approvers IS DISTINCT FROM new.approvers) OR (old.escalation_level IS DISTINCT FROM new.escalation_level))) EXECUTE FUNCTION public.approvals_request_event_v1();
 
 CREATE TRIGGER approval_requests_opened_event_v1 AFTER INSERT ON public.approval_requests FOR EACH ROW EXECUTE FUNCTION public.approvals_request_event_v1();
 

@@ -545,7 +545,9 @@ async def test_the_registry_tells_an_sdk_agent_from_a_graph(engine: Engine) -> N
     registry = engine.registry
     assert registry.openai(AGENT) is not None
     assert registry.openai("refund") is None
+    # No governed tool to check an edit against (edits are refused), but listed all the same.
     assert registry.tools(AGENT) == []
+    assert [t["name"] for t in registry.describe_tools(AGENT)] == ["lookup_order", "issue_refund"]
     assert registry.governance(AGENT) is None
     with pytest.raises(GraphLoadError, match="not a LangGraph graph"):
         registry.get(AGENT)
@@ -598,3 +600,70 @@ async def test_a_request_decided_before_its_run_stored_the_state_still_resumes(
     finished = await engine.runs.get(run.run_id)
     assert finished is not None
     assert finished.status == "completed", finished
+
+
+def hosted_tool_agent(deps: GraphDeps) -> Agent[Any]:
+    from agents import WebSearchTool
+
+    from graphs.examples.openai_refund import refund_agent
+
+    billing = refund_agent(deps)
+    billing.tools.append(WebSearchTool())
+    return Agent(
+        name="front_desk",
+        model=ScriptedModel(nested_script),
+        tools=[billing.as_tool("billing", "Refunds and order lookups.")],
+    )
+
+
+async def test_an_agent_reaching_a_tool_the_engine_cannot_govern_is_refused(
+    engine: Engine,
+) -> None:
+    """A hosted tool runs inside the model's response, where no approval can stop it: an agent
+    that reaches one (here through a nested agent) is not registered, so it never runs."""
+    from approvals.errors import GraphLoadError
+
+    register(engine, "searching", "hosted_tool_agent")
+    with pytest.raises(GraphLoadError, match="cannot govern: web_search"):
+        await start(engine, "refund 1001", agent="searching")
+    assert await scalar(engine, "SELECT count(*) FROM runs") == 0
+
+
+async def trail(engine: Engine, run_id: str) -> list[tuple[str, str, str | None]]:
+    async with engine.connection() as conn:
+        rows = await (
+            await conn.execute(
+                "SELECT point, decision, reason FROM interception_records WHERE run_id = %s"
+                " ORDER BY sequence",
+                (run_id,),
+            )
+        ).fetchall()
+    return [(r["point"], r["decision"], r["reason"]) for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("verdict", "refund"),
+    [
+        ("approve", [("pre_tool_call", "allow", "approved_by_approver"),
+                     ("post_tool_call", "allow", None)]),
+        ("reject", [("pre_tool_call", "deny", "rejected_by_approver")]),
+    ],
+)  # fmt: skip
+async def test_each_call_is_one_interception_and_a_rejection_is_recorded(
+    engine: Engine, verdict: str, refund: list[tuple[str, str, str | None]]
+) -> None:
+    """The SDK asks needs_approval and then on_invoke_tool about one call: one record. A
+    rejected call, which the SDK never asks about again, still has its record."""
+    run = await start(engine, "refund 1001")
+    reason = "no" if verdict == "reject" else None
+    await engine.decide_as_operator(run.pending[0], verdict, principal="bob", reason=reason)
+    await engine.drain()
+    assert await trail(engine, run.run_id) == [
+        ("agent_startup", "allow", None),
+        ("input", "allow", None),
+        ("pre_tool_call", "allow", None),  # lookup_order
+        ("post_tool_call", "allow", None),
+        *refund,
+        ("output", "allow", None),
+        ("agent_shutdown", "allow", None),
+    ]

@@ -158,10 +158,17 @@ async def test_events_tell_a_principal_only_of_requests_it_may_see(
         _, support_only = await refund_request(engine)  # 25.00: support's, not finance's
         big = await engine.runner.start("refund", {"message": "refund 1002"}, principal="local:x")
         event, data = next(sse_events(lines))
-    assert event == "changed"
-    told = json.loads(data)["requests"]
-    assert support_only not in told  # the first news fin gets is of its own request only
-    assert told == [big.pending[0]]
+    assert event == "request"
+    told = json.loads(data)
+    # The first news fin gets is of its own group's request only: support's was not told.
+    assert told["id"] != support_only
+    assert told == {
+        "id": big.pending[0],
+        "run_id": big.run_id,
+        "tool": "issue_refund",
+        "kind": "opened",
+        "status": "pending",
+    }
 
 
 async def test_pages_and_api_answers_are_not_cached_but_assets_may_be(

@@ -102,6 +102,13 @@ def demo_command(
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="Web app port (taken: any free one).")
     ] = 8000,
+    agent: Annotated[
+        str,
+        typer.Option(
+            help="The registered agent to run: refund (LangGraph) or refund_openai (OpenAI "
+            "Agents SDK, with the approvals[openai] extra)."
+        ),
+    ] = "refund",
 ) -> None:
     """Start a refund run that pauses for approval, serve the web app to decide it (or decide
     from the CLI), and resume the run when it is decided."""
@@ -111,10 +118,8 @@ def demo_command(
     logging.basicConfig(level=logging.WARNING)
 
     async def main(engine: Engine) -> dict[str, Any]:
-        outcome = await engine.start_run(
-            "refund", {"message": message}, principal="demo:agent-user"
-        )
-        typer.echo(f"Started run {outcome.run_id} of the refund agent: {message!r}")
+        outcome = await engine.start_run(agent, {"message": message}, principal="demo:agent-user")
+        typer.echo(f"Started run {outcome.run_id} of the {agent} agent: {message!r}")
         if not outcome.pending:
             return await engine.report(outcome.run_id)
         for request_id in outcome.pending:
@@ -135,6 +140,12 @@ def demo_command(
         if isinstance(args.get("amount"), int | float):
             args["amount"] = round(args["amount"] / 2, 2)
             args["reason"] = "partial refund"
+        # An OpenAI-SDK agent's requests take no edits (docs/openai-agents.md).
+        edit = (
+            f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as demo:approver\n"
+            if "edit" in first.offered_decisions
+            else ""
+        )
         stop = asyncio.Event()
         _stop_on_signals(stop)
         async with serving(settings, sock, engine=engine):
@@ -144,7 +155,7 @@ def demo_command(
                 "\nor from another terminal, in this directory:\n"
                 f"  {decide} approve --as demo:approver\n"
                 f"  {decide} reject --reason 'not eligible' --as demo:approver\n"
-                f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as demo:approver\n"
+                f"{edit}"
                 "\nA worker is running here and resumes the run as soon as you decide"
                 " (Ctrl-C stops)."
             )

@@ -1,4 +1,5 @@
-"""``approvals tools list``: each graph's tools, with their arguments, conditions and metadata."""
+"""``approvals tools list``: each graph's tools, with their arguments, conditions and metadata
+(an OpenAI-SDK agent's function tools with their argument schema and ``needs_approval``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def tools_list(
 
     async def main(engine: Engine) -> dict[str, list[dict[str, Any]]]:
         names = [graph] if graph is not None else engine.registry.names()
-        return {name: [t.describe() for t in engine.registry.tools(name)] for name in names}
+        return {name: engine.registry.describe_tools(name) for name in names}
 
     listing = run_async(main)
     if as_json:
@@ -30,9 +31,18 @@ def tools_list(
     for name, tools in listing.items():
         typer.echo(f"{name}:")
         for t in tools:
-            mark = "needs approval" if t["sensitive"] else "runs directly"
-            typer.echo(f"  {t['name']} ({mark}): {t['description'].splitlines()[0]}")
+            mark = _approval_mark(t)
+            summary = (t["description"] or "").splitlines()[:1]
+            typer.echo(f"  {t['name']} ({mark}): {''.join(summary)}")
             for rule in t["preconditions"]:
                 typer.echo(f"    before: {rule['name']}: {rule['description']}")
             for rule in t["postconditions"]:
                 typer.echo(f"    after:  {rule['name']}: {rule['description']}")
+
+
+def _approval_mark(tool: dict[str, Any]) -> str:
+    """Whether the tool's own setting asks a human (policies may ask about any call)."""
+    needs = tool.get("needs_approval")
+    if needs == "per call":
+        return "needs approval for some calls"
+    return "needs approval" if tool["sensitive"] else "runs directly"

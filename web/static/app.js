@@ -14,8 +14,18 @@
     setInterval(tick, 1000);
     var live = document.getElementById("live");
     if (live && window.EventSource) {
+      // Pushed by the server (one LISTEN connection per process), never polled: a request
+      // this principal may see changed, or changes may have been missed. Changes that come
+      // together reload the page once.
       var source = new EventSource(live.getAttribute("data-events"));
-      source.addEventListener("changed", function () { window.location.reload(); });
+      var pending = null;
+      var reload = function () {
+        if (pending === null) {
+          pending = setTimeout(function () { window.location.reload(); }, 250);
+        }
+      };
+      source.addEventListener("request", reload);
+      source.addEventListener("resync", reload);
       // The session ended (signed out elsewhere, or the account changed): the reload shows
       // the sign-in page.
       source.addEventListener("signed-out", function () {
