@@ -55,9 +55,9 @@ from storage.expiry import PgExpiry
 from storage.notifications import PgNotifications
 from storage.ops import Cancellation, Histogram, MetricsSnapshot, PgOperations
 from storage.queue import PgResumeQueue
+from storage.request_events import RequestEvent, RequestEventHub, RequestEventKind, RequestFeed
 from storage.requests import PgApprovalRequests, PgDecisions
 from storage.roles import Grant, grant_runtime
-from storage.request_events import RequestEvent, RequestEventHub, RequestEventKind, RequestFeed
 from storage.run_events import PgRunEvents, RunEventHub, Subscription
 from storage.runs import PgRuns, PgToolLedger
 from storage.sessions import PgSessions
