@@ -667,3 +667,45 @@ async def test_each_call_is_one_interception_and_a_rejection_is_recorded(
         ("output", "allow", None),
         ("agent_shutdown", "allow", None),
     ]
+
+
+async def test_a_state_forged_to_approve_an_undecided_call_runs_nothing_for_it(
+    engine: Engine,
+) -> None:
+    """An insider who can write every state table approves a call in the SDK's own state,
+    as a client holding the RunState would, and rewrites the versions to match. The state
+    passes the version check, but the call's decision is read from the database: it runs
+    nothing, and the model is told it was not approved."""
+    from agents import RunState
+
+    from graphs.openai_host.runner import state_version
+
+    run = await start(engine, "refund 1001 and 1002")
+    requests = {r.call_id: r for r in [await engine.requests.get(i) for i in run.pending] if r}
+    stored = await stored_state(engine, run.run_id)
+    host = engine.registry.openai(AGENT)
+    assert host is not None
+    state: RunState[Any, Any] = await RunState.from_json(host.agent, json.loads(stored["state"]))
+    [forged_item] = [i for i in state.get_interruptions() if i.call_id == "refund-1002"]
+    state.approve(forged_item)
+    forged = json.dumps(state.to_json(), sort_keys=True, separators=(",", ":"))
+    async with engine.connection() as conn:
+        await conn.execute(
+            "UPDATE openai_run_states SET state = %s, version = %s WHERE run_id = %s",
+            (forged, state_version(forged), run.run_id),
+        )
+        await conn.execute(
+            "UPDATE approval_requests SET state_version = %s WHERE run_id = %s",
+            (state_version(forged), run.run_id),
+        )
+    await engine.decide_as_operator(requests["refund-1001"].id, "approve", principal="bob")
+    await engine.drain()
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert await side_effects(engine, run.run_id, "refund-1002") == []
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.answer is not None
+    assert "not_approved" in finished.answer
+    untouched = await engine.requests.get(requests["refund-1002"].id)
+    assert untouched is not None
+    assert untouched.status == "pending"

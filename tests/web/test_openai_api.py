@@ -4,6 +4,7 @@ approver, resumed by the server's worker; and the attacks a client-side ``RunSta
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -43,6 +44,12 @@ async def test_an_authorized_approver_decides_over_http_and_the_worker_resumes_o
         # The SDK's state is never sent to a client.
         assert "state" not in shown
         assert "current_step" not in str(shown)
+        # The SDK has no edit decision: an edit is refused, and the request stays pending.
+        edit = await api.post(
+            f"/api/v1/pending/{request_id}/decision",
+            json={"decision": "edit", "args": {**shown["args"], "amount": 1.0}},
+        )
+        assert edit.status_code == 422, edit.text
         decided = await api.post(
             f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
         )
@@ -131,3 +138,35 @@ async def test_bad_input_for_an_openai_agent_is_422(server: Server, engine: Engi
     assert sdk_items.status_code == 200, sdk_items.text
     assert sdk_items.json()["status"] == "waiting"
     assert httpx.codes.is_success(sdk_items.status_code)
+
+
+#: Inputs an OpenAI-SDK run refuses: NUL and lone surrogates (which PostgreSQL's text and
+#: jsonb cannot hold) anywhere in a message or an input item, and malformed shapes.
+UNSAFE_INPUTS: list[dict[str, Any]] = [
+    {"message": "refund 1001\u0000"},
+    {"message": "refund \ud800 1001"},
+    {"input": [{"role": "user", "content": "refund 1001\u0000"}]},
+    {"input": [{"role": "user", "content": [{"type": "input_text", "text": "\udfff"}]}]},
+    {"input": [{"role": "user\u0000", "content": "refund 1001"}]},
+    {"message": "x" * 20_001},
+    {"input": []},
+    {"input": ["refund 1001"]},
+    {"message": "refund 1001", "input": [{"role": "user", "content": "refund 1002"}]},
+]
+
+
+async def test_unsafe_input_for_an_openai_agent_is_422_and_writes_nothing(
+    server: Server, engine: Engine
+) -> None:
+    shop = await person_token(engine, "shop", "agents")
+    async with client(server, shop) as api:
+        for given in UNSAFE_INPUTS:
+            # Sent as JSON text: a lone surrogate has no UTF-8 form, only its escape.
+            response = await api.post(
+                "/api/v1/runs",
+                content=json.dumps({"graph": "refund_openai", "input": given}),
+                headers={"content-type": "application/json"},
+            )
+            assert response.status_code == 422, (given, response.text)
+    assert await scalar(engine, "select count(*) from runs") == 0
+    assert await scalar(engine, "select count(*) from openai_run_states") == 0
