@@ -53,8 +53,12 @@ browser:
 		fi; }
 	@test -x $(CHROMIUM) || { echo "error: $(CHROMIUM) is still missing after apt-get install chromium" >&2; exit 1; }
 
+# The tests run on every core (pytest-xdist); each worker migrates its own template database
+# and copies it per test. PYTEST_WORKERS=0 runs them in this one process.
+PYTEST_WORKERS ?= auto
+
 test: lint browser
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS)
 
 fmt: install
 	$(BIN)/ruff format .
@@ -68,7 +72,16 @@ schema: install
 demo: install
 	$(BIN)/approvals demo
 
-bench: install
+# The benches time DBOS beside us: the bench extra installs it (dev includes it too; this
+# stamp keeps `make bench` right should dev ever stop doing so).
+BENCH_STAMP := $(VENV)/.bench-$(firstword $(shell cksum pyproject.toml))
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e '.[dev,bench]'
+	@rm -f $(VENV)/.bench-*
+	@touch $@
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python bench/approval_cycle.py
 	$(BIN)/python bench/governance_overhead.py
 

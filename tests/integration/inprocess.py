@@ -4,6 +4,7 @@ checks that need no process of their own: milliseconds instead of a second per c
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 
 from typer.testing import CliRunner
@@ -17,7 +18,19 @@ async def invoke(env: dict[str, str], *args: str) -> Result:
     thread: the command runs its own event loop."""
     settings: dict[str, str | None] = {k: None for k in os.environ if k.startswith("APPROVALS_")}
     settings.update({k: v for k, v in env.items() if k.startswith("APPROVALS_")})
-    result = await asyncio.to_thread(
-        CliRunner().invoke, app, list(args), env=settings, catch_exceptions=False
-    )
+    # A command configures logging as a process of its own would: one handler on its stderr
+    # (the runner's, closed once it returns). Put pytest's handlers back afterwards, or later
+    # records go to a closed stream and pytest's capture loses them.
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        result = await asyncio.to_thread(
+            CliRunner().invoke, app, list(args), env=settings, catch_exceptions=False
+        )
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in handlers:
+            root.addHandler(handler)
+        root.setLevel(level)
     return Result(result.exit_code, result.stdout, result.stderr)
