@@ -182,6 +182,17 @@ class InvalidValue(ApprovalsError):
         super().__init__(f"{field} {problem}")
 
 
+class InvalidCursor(ApprovalsError):
+    """A page cursor the engine did not issue for this listing (garbage, forged, or taken
+    from a listing with other filters or another order)."""
+
+    category = Category.INVALID
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(f"not a valid cursor: {detail}")
+
+
 class ThreadBusy(ApprovalsError):
     """A thread whose earlier run still waits for decisions cannot take new input."""
 

@@ -9,12 +9,10 @@ answer. Before resuming, it checks in the checkpoint that the decided call still
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -341,36 +339,26 @@ class Runner:
         The caller holds the job (and with it the thread's lock) until this returns.
         """
         job = claimed.job
+        check = await self._checks.begin(job)
+        if check.run_status is RunStatus.CANCELLED:
+            # Read under the thread's lock, which a cancellation also takes: a run cancelled
+            # before this claim is never resumed, whatever decision queued the job.
+            await claimed.complete(JobStatus.SKIPPED, "run cancelled")
+            return None
         hosted = self._registry.openai(job.graph)
-        if hosted is not None or job.call_id == HELD_INPUT_CALL:
-            check = await self._checks.begin(job)
-            if check.run_status is RunStatus.CANCELLED:
-                await claimed.complete(JobStatus.SKIPPED, "run cancelled")
-                return None
-            if hosted is not None:
-                return await self._openai().resume(hosted, claimed, check)
-            return await self._release_held(
-                claimed, self._registry.get(job.graph), check.next_sequence
-            )
-        # The run's row (who started it, what it was given) beside the check, not after it:
-        # those columns never change once the run is created, so no snapshot can miss them.
-        # One round trip of the resume's latency instead of two.
-        async with _beside(self._runs.get(job.run_id)) as run_read:
-            check = await self._checks.begin(job)
-            if check.run_status is RunStatus.CANCELLED:
-                # Read under the thread's lock, which a cancellation also takes: a run
-                # cancelled before this claim is never resumed, whatever decision queued it.
-                await claimed.complete(JobStatus.SKIPPED, "run cancelled")
-                return None
-            graph = self._registry.get(job.graph)
-            config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
-            payload: Any = await self._resume_payload(graph, config, job, check.interrupt_id)
-            if isinstance(payload, _Finished):
-                settled = _outcome_of(payload.values, job.run_id, job.thread_id)
-                await claimed.complete(JobStatus.SKIPPED, None, settled.settlement)
-                return None
-            run = await run_read
+        if hosted is not None:
+            return await self._openai().resume(hosted, claimed, check)
+        graph = self._registry.get(job.graph)
+        if job.call_id == HELD_INPUT_CALL:
+            return await self._release_held(claimed, graph, check.next_sequence)
+        config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
+        payload: Any = await self._resume_payload(graph, config, job, check.interrupt_id)
+        if isinstance(payload, _Finished):
+            settled = _outcome_of(payload.values, job.run_id, job.thread_id)
+            await claimed.complete(JobStatus.SKIPPED, None, settled.settlement)
+            return None
         holder = SessionHolder(first_sequence=check.next_sequence)
+        run = await self._runs.get(job.run_id)
         keys = RunKeys(
             run_id=job.run_id,
             thread_id=job.thread_id,
@@ -541,21 +529,16 @@ class Runner:
             }
         }
         observe = keys.observe
-        writer = _EventWriter(self._events, run_id) if self._events is not None else None
 
         async def publish(node: str, data: dict[str, Any]) -> None:
-            if writer is not None:
-                writer.put(node, data)
+            if self._events is not None:
+                await self._events(run_id, node, data)
             if observe is not None:
                 await observe(node, data)
 
-        try:
-            outcome = await self._invoke_in(
-                graph, payload, run_id, thread_id, config, keys.context, publish, writer
-            )
-        finally:
-            if writer is not None:
-                writer.cancel()
+        outcome = await self._invoke_in(
+            graph, payload, run_id, thread_id, config, keys.context, publish
+        )
         return await self._ended(holder, outcome)
 
     async def _ended(self, holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
@@ -579,7 +562,6 @@ class Runner:
         config: RunnableConfig,
         context: dict[str, Any] | None = None,
         publish: Publish | None = None,
-        writer: _EventWriter | None = None,
     ) -> RunOutcome:
         try:
             # durability="sync": a step's checkpoint is written before the next step starts. With
@@ -588,16 +570,9 @@ class Runner:
             # replays the model, which may propose other calls, and the recorded call is
             # orphaned (or a different call repeats its effect).
             # Streamed, so that each node update is published as it happens (graphs.streaming).
-            try:
-                result = await invoke_streaming(
-                    graph, payload, config, context=context, publish=publish or _ignore
-                )
-            finally:
-                if writer is not None:
-                    # The step's node updates are all written before its settlement (whose
-                    # status event a stream must see after them), the step failed or not; a
-                    # failed write fails the step as it did when it was written in line.
-                    await writer.flush()
+            result = await invoke_streaming(
+                graph, payload, config, context=context, publish=publish or _ignore
+            )
         except Exception as exc:  # a host failure stops the run, visibly
             if isinstance(exc, DatabaseUnavailable) or self._transient(exc):
                 # The database went away mid-step: nothing is lost (the step re-runs from its
@@ -637,68 +612,6 @@ class RunKeys:
 
 async def _ignore(node: str, data: dict[str, Any]) -> None:
     return None
-
-
-@contextlib.asynccontextmanager
-async def _beside(read: Awaitable[Any]) -> AsyncIterator[asyncio.Task[Any]]:
-    """``read`` running as a task beside the block, which awaits it when it needs it; not
-    awaited (the block returned early or raised), it is cancelled."""
-    task = asyncio.ensure_future(read)
-    try:
-        yield task
-    finally:
-        if not task.done():
-            task.cancel()
-        task.add_done_callback(_retrieved)
-
-
-def _retrieved(task: asyncio.Future[Any]) -> None:
-    """Mark an abandoned read's outcome as seen (its error, if any, went nowhere)."""
-    if not task.cancelled():
-        task.exception()
-
-
-class _EventWriter:
-    """Writes a step's node updates (its run events) one after the other, in order, beside the
-    step rather than in its way: the graph goes on to its next node while the event of the
-    last one is written (a round trip the step no longer waits for). ``flush`` waits for all
-    of them and raises the first write's error; after an error nothing more is written, so a
-    stream never shows a later update without an earlier one."""
-
-    def __init__(self, sink: RunEventSink, run_id: str) -> None:
-        self._sink = sink
-        self._run_id = run_id
-        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._error: BaseException | None = None
-
-    def put(self, node: str, data: dict[str, Any]) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._write(), name=f"run-events-{self._run_id}")
-        self._queue.put_nowait((node, data))
-
-    async def _write(self) -> None:
-        while (item := await self._queue.get()) is not None:
-            if self._error is not None:
-                continue
-            try:
-                await self._sink(self._run_id, *item)
-            except Exception as exc:
-                self._error = exc
-
-    async def flush(self) -> None:
-        """Wait until every update put so far is written; raise the first write's error."""
-        if self._task is not None:
-            self._queue.put_nowait(None)
-            await self._task
-            self._task = None
-        if self._error is not None:
-            raise self._error
-
-    def cancel(self) -> None:
-        """Stop writing (the invocation was cancelled before it flushed)."""
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from approvals.errors import (
@@ -13,9 +14,10 @@ from approvals.errors import (
     RequestNotPending,
 )
 from approvals.identity import shown_digest
+from approvals.listing import EVERY_REQUEST, PendingOrder, RequestFilter, Scope, Viewer
 from approvals.model import DecisionKind, DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.ports import NewRequest, RequestCheck
-from storage.db import Connection, Database, json
+from storage.db import Connection, Database, Row, json
 
 _STATUS_OF_KIND = {
     DecisionKind.APPROVE: RequestStatus.APPROVED,
@@ -23,6 +25,30 @@ _STATUS_OF_KIND = {
     DecisionKind.REJECT: RequestStatus.REJECTED,
     DecisionKind.RESPOND: RequestStatus.ANSWERED,
 }
+
+
+#: What a list's scope asks of may_decide (the ``decidable`` parameter): anything, yes, no.
+_DECIDABLE: dict[Scope, bool | None] = {Scope.SEE: None, Scope.DECIDE: True, Scope.OTHERS: False}
+
+
+def list_params(
+    viewer: Viewer,
+    filters: RequestFilter,
+    asof: datetime,
+    after: tuple[datetime, str] | None,
+    limit: int,
+) -> dict[str, Any]:
+    """The parameters of a list query (``pending_by_deadline``, ``pending_newest``,
+    ``decided_page``; ``decidable`` is added for the first two)."""
+    return (
+        viewer.params()
+        | filters.params(asof, viewer.default_group)
+        | {
+            "after_key": after[0] if after else None,
+            "after_id": after[1] if after else None,
+            "limit": limit,
+        }
+    )
 
 
 def _decision_of(row: dict[str, Any]) -> DecisionRecord | None:
@@ -97,10 +123,42 @@ class PgApprovalRequests:
         row = await self._db.one("request_decision", {"id": request_id})
         return request_id, DecisionRecord.from_row(row) if row else None
 
-    async def decided(self, limit: int = 200) -> list[tuple[PendingCall, dict[str, Any]]]:
-        """Decided (or expired, superseded) requests, newest first, each with who decided what
-        and the run's and the tool's status since."""
-        rows = await self._db.all("decided_requests", {"limit": limit})
+    async def pending_page(
+        self,
+        viewer: Viewer,
+        *,
+        scope: Scope = Scope.SEE,
+        order: PendingOrder = PendingOrder.DEADLINE,
+        filters: RequestFilter = EVERY_REQUEST,
+        asof: datetime,
+        after: tuple[datetime, str] | None = None,
+        limit: int = 50,
+    ) -> list[PendingCall]:
+        """Up to ``limit`` pending requests ``viewer`` may see (``scope``: all of them, those
+        it may decide, or those it may only see), in ``order``, after the keyset position
+        ``after`` (the last row's sort key and id)."""
+        params = list_params(viewer, filters, asof, after, limit) | {"decidable": _DECIDABLE[scope]}
+        if order is PendingOrder.DEADLINE:
+            rows = await self._custom_planned("pending_by_deadline", params)
+        else:
+            rows = await self._custom_planned("pending_newest", params)
+        return [PendingCall.from_row(r) for r in rows]
+
+    async def decided_page(
+        self,
+        viewer: Viewer,
+        *,
+        filters: RequestFilter = EVERY_REQUEST,
+        asof: datetime,
+        after: tuple[datetime, str] | None = None,
+        limit: int = 50,
+    ) -> list[tuple[PendingCall, dict[str, Any]]]:
+        """Up to ``limit`` decided (or expired, superseded, cancelled) requests ``viewer`` may
+        see, newest decision first, after the keyset position ``after``; each with who decided
+        what and the run's and the tool's status since."""
+        rows = await self._custom_planned(
+            "decided_page", list_params(viewer, filters, asof, after, limit)
+        )
         return [
             (
                 PendingCall.from_row(row),
@@ -114,6 +172,21 @@ class PgApprovalRequests:
             )
             for row in rows
         ]
+
+    async def pending_counts(self, viewer: Viewer) -> tuple[int, dict[str, int]]:
+        """How many pending requests ``viewer`` may see in all, and per approver group that
+        may decide them (a request of several groups counts for each)."""
+        rows = await self._custom_planned("pending_counts", viewer.params())
+        total = int(rows[0]["total"]) if rows else 0
+        return total, {str(r["approver_group"]): int(r["n"]) for r in rows}
+
+    async def _custom_planned(self, name: str, params: dict[str, Any]) -> list[Row]:
+        # The pool prepares statements, and after five runs PostgreSQL may keep a generic plan,
+        # one for every viewer and filter: an operator's list, a small group's and a large
+        # group's need different ones. One round trip: the transaction is pipelined.
+        async with self._db.transaction() as conn:
+            await self._db.run("custom_plans", {}, conn)
+            return await self._db.all(name, params, conn)
 
     async def votes(self, request_id: str) -> list[str]:
         """Who approved a request that waits for more approvers (the principals), in order."""

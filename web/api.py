@@ -10,10 +10,11 @@ never answers 500.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
@@ -26,6 +27,16 @@ from approvals.errors import (
     RunNotFound,
 )
 from approvals.json_values import check_json
+from approvals.listing import (
+    DEFAULT_PAGE,
+    MAX_AGE,
+    MAX_CURSOR,
+    MAX_FILTER_TEXT,
+    MAX_PAGE,
+    PendingOrder,
+    RequestFilter,
+    Scope,
+)
 from approvals.model import PendingCall, Run, Vote
 from approvals.principals import Principal
 from web.engine import Engine
@@ -185,6 +196,52 @@ class RunReport(BaseModel):
     interceptions: list[RunInterception]
 
 
+class PendingListing(BaseModel):
+    """The query of ``GET /pending``: a page size, the previous page's cursor, and filters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE)
+    cursor: str | None = Field(default=None, max_length=MAX_CURSOR)
+    scope: Scope = Scope.SEE
+    order: PendingOrder = PendingOrder.DEADLINE
+    tool: str | None = Field(default=None, min_length=1, max_length=MAX_FILTER_TEXT)
+    #: Calls this approver group may decide.
+    group: str | None = Field(default=None, min_length=1, max_length=MAX_FILTER_TEXT)
+    #: Calls of this run.
+    run: str | None = Field(default=None, min_length=1, max_length=64)
+    #: Calls of runs this principal started.
+    starter: str | None = Field(default=None, min_length=1, max_length=MAX_FILTER_TEXT)
+    #: Asked at least this many seconds ago.
+    min_age: int | None = Field(default=None, ge=0, le=int(MAX_AGE.total_seconds()))
+    #: Asked at most this many seconds ago.
+    max_age: int | None = Field(default=None, ge=0, le=int(MAX_AGE.total_seconds()))
+
+    def filters(self) -> RequestFilter:
+        return RequestFilter(
+            tool=self.tool,
+            group=self.group,
+            run_id=self.run,
+            starter=self.starter,
+            min_age=timedelta(seconds=self.min_age) if self.min_age is not None else None,
+            max_age=timedelta(seconds=self.max_age) if self.max_age is not None else None,
+        )
+
+
+class PendingCounts(BaseModel):
+    """Pending calls you may see: in all, and per approver group that may decide them (a call
+    naming several groups counts for each; one naming none for the default group)."""
+
+    total: int
+    groups: dict[str, int]
+
+
+def next_link(request: Request, cursor: str) -> str:
+    """The ``Link`` header of the next page: this request's path and query, with ``cursor``."""
+    query = [(k, v) for k, v in request.query_params.multi_items() if k != "cursor"]
+    return f'<{request.url.path}?{urlencode([*query, ("cursor", cursor)])}>; rel="next"'
+
+
 def pending_call(request: PendingCall, may_decide: bool) -> PendingCallView:
     shown = request.shown
     return PendingCallView(
@@ -244,10 +301,41 @@ async def visible_request(request: Request, request_id: str, principal: Principa
 def router() -> APIRouter:
     api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
 
-    @api.get("/pending", response_model=list[PendingCallView], summary="Pending calls you may see")
-    async def list_pending(request: Request, principal: Caller) -> list[PendingCallView]:
-        visible = await engine_of(request).visible_pending(principal)
-        return [pending_call(r, may_decide) for r, may_decide in visible]
+    @api.get(
+        "/pending",
+        response_model=list[PendingCallView],
+        summary="Pending calls you may see, one page at a time",
+    )
+    async def list_pending(
+        request: Request,
+        response: Response,
+        principal: Caller,
+        listing: Annotated[PendingListing, Query()],
+    ) -> list[PendingCallView]:
+        """Soonest deadline first (``order=newest``: newest first). ``scope=decide`` keeps
+        those you may decide, ``scope=others`` those you may only see. When there is more, the
+        ``Link`` header holds the next page's URL (``rel="next"``, RFC 8288): the same query
+        with a ``cursor``. A cursor from another query is refused with 422."""
+        page = await engine_of(request).pending_page(
+            principal,
+            scope=listing.scope,
+            order=listing.order,
+            filters=listing.filters(),
+            cursor=listing.cursor,
+            limit=listing.limit,
+        )
+        if page.next_cursor is not None:
+            response.headers["Link"] = next_link(request, page.next_cursor)
+        return [pending_call(r, may_decide) for r, may_decide in page.items]
+
+    @api.get(
+        "/pending/counts",
+        response_model=PendingCounts,
+        summary="How many pending calls you may see, per approver group",
+    )
+    async def pending_counts(request: Request, principal: Caller) -> PendingCounts:
+        total, groups = await engine_of(request).pending_counts(principal)
+        return PendingCounts(total=total, groups=groups)
 
     @api.get(
         "/pending/events",

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +31,25 @@ from approvals.errors import (
     EditRefused,
     GraphNotFound,
     InvalidRunId,
+    InvalidValue,
     RequestNotFound,
     RunNotAllowed,
     RunNotFound,
     ShownCopyChanged,
 )
 from approvals.identity import call_identity, idempotency_key
+from approvals.listing import (
+    DEFAULT_PAGE,
+    EVERY_REQUEST,
+    MAX_PAGE,
+    Cursor,
+    Page,
+    PendingOrder,
+    RequestFilter,
+    Scope,
+    Viewer,
+    listing_key,
+)
 from approvals.model import DecisionRecord, PendingCall, RequestStatus, Ruling, Run, Vote
 from approvals.principals import Principal
 from approvals.redaction import redacted_paths, restore
@@ -449,19 +462,88 @@ class Engine:
             raise RunNotFound(run_id)
         return run
 
-    async def visible_pending(
-        self, principal: Principal, limit: int = 500
-    ) -> list[tuple[PendingCall, bool]]:
-        """The pending requests ``principal`` may see (intact ones), each with whether it may
-        decide it."""
-        pending = await self.shown_requests(
-            await self.requests.search(RequestStatus.PENDING, limit), viewer=principal.id
+    def viewer(self, principal: Principal | None) -> Viewer:
+        """``principal`` as the list queries take it; ``None`` is the operator console (the
+        CLI, which holds the database): it sees every request and decides none through a list."""
+        if principal is None:
+            return Viewer(
+                principal="",
+                person=None,
+                groups=(),
+                default_member=False,
+                operator=True,
+                default_group=self.rules.default_group,
+            )
+        return Viewer.of(principal, self.rules)
+
+    async def pending_page(
+        self,
+        principal: Principal | None,
+        *,
+        scope: Scope = Scope.SEE,
+        order: PendingOrder = PendingOrder.DEADLINE,
+        filters: RequestFilter = EVERY_REQUEST,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[tuple[PendingCall, bool]]:
+        """One page of the pending requests ``principal`` may see (``scope``: all, those it
+        may decide, those it may only see), intact ones, each with whether it may decide it;
+        soonest deadline first by default. ``cursor``: the previous page's ``next_cursor``
+        (``InvalidCursor`` when it is not one issued for this same listing). ``None`` as
+        ``principal`` is the operator console, which sees everything."""
+        viewer = self.viewer(principal)
+        bound = listing_key(f"pending:{scope}:{order}", filters, viewer)
+        asof, after = _start(cursor, bound, filters, limit)
+        rows = await self.requests.pending_page(
+            viewer,
+            scope=scope,
+            order=order,
+            filters=filters,
+            asof=asof,
+            after=after,
+            limit=limit + 1,
         )
-        return [
-            (r, self.rules.may_decide(principal, r))
-            for r in pending
-            if self.rules.may_see(principal, r)
-        ]
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            key = last.expires_at if order is PendingOrder.DEADLINE else last.created_at
+            next_cursor = Cursor(bound=bound, asof=asof, key=key, id=last.id).encode()
+        # A request whose shown copy changed is left out (and recorded), as on its own page.
+        shown = await self.shown_requests(rows[:limit], viewer=viewer.principal or "cli")
+        return Page(
+            items=[
+                (r, principal is not None and self.rules.may_decide(principal, r)) for r in shown
+            ],
+            next_cursor=next_cursor,
+        )
+
+    async def history_page(
+        self,
+        principal: Principal,
+        *,
+        filters: RequestFilter = EVERY_REQUEST,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[tuple[PendingCall, dict[str, Any]]]:
+        """One page of the decided (or expired, superseded, cancelled) requests ``principal``
+        may see, newest decision first, each with who decided what and what happened after."""
+        viewer = self.viewer(principal)
+        bound = listing_key("history", filters, viewer)
+        asof, after = _start(cursor, bound, filters, limit)
+        rows = await self.requests.decided_page(
+            viewer, filters=filters, asof=asof, after=after, limit=limit + 1
+        )
+        next_cursor = None
+        if len(rows) > limit:
+            last, _ = rows[limit - 1]
+            assert last.decided_at is not None, "decided_page returned an undecided request"
+            next_cursor = Cursor(bound=bound, asof=asof, key=last.decided_at, id=last.id).encode()
+        return Page(items=rows[:limit], next_cursor=next_cursor)
+
+    async def pending_counts(self, principal: Principal | None) -> tuple[int, dict[str, int]]:
+        """How many pending requests ``principal`` may see, in all and per approver group
+        that may decide them (``None``: the console, every request)."""
+        return await self.requests.pending_counts(self.viewer(principal))
 
     async def recheck_edit(self, request: PendingCall, args: dict[str, Any]) -> dict[str, Any]:
         """The edited ``args`` as the tool parses them, once the run's policy and the tool's
@@ -573,6 +655,20 @@ class Engine:
             else:
                 await self.requests.record_tampered(request, principal=viewer)
         return intact
+
+
+def _start(
+    cursor: str | None, bound: str, filters: RequestFilter, limit: int
+) -> tuple[datetime, tuple[datetime, str] | None]:
+    """Where a listing's page starts: the first page's moment (now, or the cursor's) and the
+    keyset position after which it resumes (``None``: the first page)."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidValue("limit", f"must be 1 to {MAX_PAGE}")
+    filters.check()
+    if cursor is None:
+        return datetime.now(UTC), None
+    position = Cursor.decode(cursor, bound=bound)
+    return position.asof, (position.key, position.id)
 
 
 @asynccontextmanager

@@ -13,9 +13,11 @@ import copy
 import json
 import logging
 import unicodedata
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -33,6 +35,7 @@ from approvals.errors import (
     RequestNotFound,
 )
 from approvals.json_values import check_json, parse_json, text_problem
+from approvals.listing import MAX_FILTER_TEXT, PendingOrder, RequestFilter, Scope
 from approvals.model import PendingCall, RequestStatus
 from approvals.principals import Principal
 from approvals.redaction import keep_redacted_fields
@@ -339,6 +342,66 @@ def diff(
     ]
 
 
+#: How many of the requests a principal may see but not decide the inbox's first page shows.
+VIEW_ONLY_SHOWN = 10
+#: The filters a list page takes, as GET parameters (ages in seconds).
+LIST_FILTERS = ("tool", "group", "run", "starter", "min_age", "max_age")
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A list page's query: its filters as typed (shown back in the form), what they mean,
+    the order, and the cursor of the page asked for. The engine checks them (422 page)."""
+
+    form: dict[str, str]
+    filters: RequestFilter
+    order: PendingOrder
+    cursor: str | None
+
+    @classmethod
+    def parse(cls, request: Request) -> Listing:
+        params = request.query_params
+        form = {n: params.get(n, "").strip()[:MAX_FILTER_TEXT] for n in LIST_FILTERS}
+        order = PendingOrder.NEWEST if params.get("order") == "newest" else PendingOrder.DEADLINE
+        if order is PendingOrder.NEWEST:
+            form["order"] = order.value
+        if params.get("scope") == "others":
+            form["scope"] = "others"
+        filters = RequestFilter(
+            tool=form["tool"] or None,
+            group=form["group"] or None,
+            run_id=form["run"] or None,
+            starter=form["starter"] or None,
+            min_age=_age("min_age", form["min_age"]),
+            max_age=_age("max_age", form["max_age"]),
+        )
+        cursor = params.get("cursor") or None
+        return cls(form=form, filters=filters, order=order, cursor=cursor)
+
+    def next_page(self, request: Request, cursor: str | None) -> str | None:
+        """The URL of the page ``cursor`` starts, with the same query; ``None`` without one."""
+        return self._url(request, cursor) if cursor is not None else None
+
+    def first_page(self, request: Request) -> str | None:
+        """The URL of this listing's first page; ``None`` on the first page."""
+        return self._url(request, None) if self.cursor is not None else None
+
+    def _url(self, request: Request, cursor: str | None) -> str:
+        params = {k: v for k, v in self.form.items() if v}
+        if cursor is not None:
+            params["cursor"] = cursor
+        return request.url.path + (f"?{urlencode(params)}" if params else "")
+
+
+def _age(name: str, text: str) -> timedelta | None:
+    if not text:
+        return None
+    # isascii: str.isdigit() is true of "²", which int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:
+        raise InvalidValue(name, "must be a number of seconds")
+    return timedelta(seconds=int(text))
+
+
 def router() -> APIRouter:
     pages = APIRouter(include_in_schema=False)
 
@@ -408,12 +471,42 @@ def router() -> APIRouter:
 
     @pages.get("/")
     async def inbox(request: Request, session: SignedIn) -> Response:
-        visible = await _engine(request).visible_pending(session.principal)
-        # The inbox holds what this principal may decide; what it may only see (its own runs'
-        # calls, or everything for operators) is counted and listed apart.
-        items = [r for r, may_decide in visible if may_decide]
-        view_only = [r for r, may_decide in visible if not may_decide]
-        return render(request, "inbox.html", session, items=items, view_only=view_only)
+        # The inbox holds what this principal may decide, soonest deadline first, a page at a
+        # time; what it may only see (its own runs' calls, or everything for operators) is
+        # its own list (?scope=others), of which the first page shows a few.
+        engine, listing = _engine(request), Listing.parse(request)
+        scope = Scope.OTHERS if request.query_params.get("scope") == "others" else Scope.DECIDE
+        page = await engine.pending_page(
+            session.principal,
+            scope=scope,
+            order=listing.order,
+            filters=listing.filters,
+            cursor=listing.cursor,
+        )
+        view_only = None
+        if scope is Scope.DECIDE and listing.cursor is None:
+            view_only = await engine.pending_page(
+                session.principal,
+                scope=Scope.OTHERS,
+                order=listing.order,
+                filters=listing.filters,
+                limit=VIEW_ONLY_SHOWN,
+            )
+        total, per_group = await engine.pending_counts(session.principal)
+        return render(
+            request,
+            "inbox.html",
+            session,
+            scope=scope.value,
+            items=[r for r, _ in page.items],
+            view_only=[r for r, _ in view_only.items] if view_only else [],
+            more_view_only=view_only is not None and view_only.next_cursor is not None,
+            total=total,
+            per_group=per_group,
+            form=listing.form,
+            next_page=listing.next_page(request, page.next_cursor),
+            first_page=listing.first_page(request),
+        )
 
     @pages.get("/requests/{request_id}")
     async def detail(request: Request, request_id: str, session: SignedIn) -> Response:
@@ -503,13 +596,19 @@ def router() -> APIRouter:
 
     @pages.get("/history")
     async def history(request: Request, session: SignedIn) -> Response:
-        principal, rules = session.principal, _rules(request)
-        rows = [
-            {"request": r, **outcome}
-            for r, outcome in await _engine(request).requests.decided(500)
-            if rules.may_see(principal, r)
-        ][:100]
-        return render(request, "history.html", session, rows=rows)
+        listing = Listing.parse(request)
+        page = await _engine(request).history_page(
+            session.principal, filters=listing.filters, cursor=listing.cursor
+        )
+        return render(
+            request,
+            "history.html",
+            session,
+            rows=[{"request": r, **outcome} for r, outcome in page.items],
+            form=listing.form,
+            next_page=listing.next_page(request, page.next_cursor),
+            first_page=listing.first_page(request),
+        )
 
     @pages.get("/events")
     async def events(request: Request, session: SignedIn) -> Response:

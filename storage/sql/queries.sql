@@ -118,17 +118,115 @@ SELECT * FROM approval_requests
 -- A run's requests, oldest first.
 SELECT * FROM approval_requests WHERE run_id = %(run_id)s ORDER BY created_at, id;
 
--- name: decided_requests
--- Decided requests, newest decision first, with who decided what and what happened after.
+-- Lists of requests (storage/requests.py: pending_page, decided_page, pending_counts) select
+-- what their viewer may see in SQL, as approvals/authz.py's ApproverRules.may_see says: an
+-- operator (%(operator)s) sees every request; anyone else those whose approver groups overlap
+-- its own (%(groups)s), or that name none while it is in the default approver group
+-- (%(default_member)s). %(decidable)s narrows a list to what it may also decide (true) or may
+-- only see (false), as may_decide says: a person (not a service token) in the request's groups,
+-- neither the run's starter (as principal or as person) nor the editor of its arguments. The
+-- rules in Python stay the authority when a request is decided. Every filter is optional
+-- (NULL: any). Pages are keysets: the rows strictly after (%(after_key)s, %(after_id)s) in the
+-- list's order. approval_requests_pending_* (migration 0021) make each page read about as many
+-- rows as it returns: the order's index, or the approver groups' GIN for a small group.
+
+-- name: pending_by_deadline
+-- One page of the pending requests a viewer may see, soonest deadline first (the inbox).
+SELECT a.* FROM approval_requests a
+ WHERE a.status = 'pending'
+   AND (%(operator)s OR a.approvers && %(groups)s::text[]
+        OR (%(default_member)s AND a.approvers = '{}'))
+   AND (%(decidable)s::boolean IS NULL OR %(decidable)s = (
+        %(person)s::text IS NOT NULL
+        AND (a.approvers && %(groups)s::text[] OR (%(default_member)s AND a.approvers = '{}'))
+        AND a.requested_by <> %(principal)s
+        AND a.requested_by_person IS DISTINCT FROM %(person)s
+        AND (a.proposed_by IS NULL OR a.proposed_by NOT IN (%(principal)s, %(person)s))))
+   AND (%(tool)s::text IS NULL OR a.tool = %(tool)s)
+   AND (%(group)s::text IS NULL OR a.approvers @> ARRAY[%(group)s::text]
+        OR (%(group_is_default)s AND a.approvers = '{}'))
+   AND (%(run_id)s::uuid IS NULL OR a.run_id = %(run_id)s::uuid)
+   AND (%(starter)s::text IS NULL OR a.requested_by = %(starter)s)
+   AND (%(created_after)s::timestamptz IS NULL OR a.created_at >= %(created_after)s)
+   AND (%(created_before)s::timestamptz IS NULL OR a.created_at < %(created_before)s)
+   AND (%(after_key)s::timestamptz IS NULL
+        OR (a.expires_at, a.id) > (%(after_key)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY a.expires_at, a.id
+ LIMIT %(limit)s;
+
+-- name: pending_newest
+-- One page of the pending requests a viewer may see, newest first.
+SELECT a.* FROM approval_requests a
+ WHERE a.status = 'pending'
+   AND (%(operator)s OR a.approvers && %(groups)s::text[]
+        OR (%(default_member)s AND a.approvers = '{}'))
+   AND (%(decidable)s::boolean IS NULL OR %(decidable)s = (
+        %(person)s::text IS NOT NULL
+        AND (a.approvers && %(groups)s::text[] OR (%(default_member)s AND a.approvers = '{}'))
+        AND a.requested_by <> %(principal)s
+        AND a.requested_by_person IS DISTINCT FROM %(person)s
+        AND (a.proposed_by IS NULL OR a.proposed_by NOT IN (%(principal)s, %(person)s))))
+   AND (%(tool)s::text IS NULL OR a.tool = %(tool)s)
+   AND (%(group)s::text IS NULL OR a.approvers @> ARRAY[%(group)s::text]
+        OR (%(group_is_default)s AND a.approvers = '{}'))
+   AND (%(run_id)s::uuid IS NULL OR a.run_id = %(run_id)s::uuid)
+   AND (%(starter)s::text IS NULL OR a.requested_by = %(starter)s)
+   AND (%(created_after)s::timestamptz IS NULL OR a.created_at >= %(created_after)s)
+   AND (%(created_before)s::timestamptz IS NULL OR a.created_at < %(created_before)s)
+   AND (%(after_key)s::timestamptz IS NULL
+        OR (a.created_at, a.id) < (%(after_key)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY a.created_at DESC, a.id DESC
+ LIMIT %(limit)s;
+
+-- name: pending_counts
+-- How many pending requests a viewer may see, per approver group that may decide them (a
+-- request naming none counts for the default group; one naming several counts for each) and
+-- in all: one GROUP BY over approval_requests_pending_groups, then per group.
+WITH combos AS (
+    SELECT a.approvers, count(*) AS n
+      FROM approval_requests a
+     WHERE a.status = 'pending'
+       AND (%(operator)s OR a.approvers && %(groups)s::text[]
+            OR (%(default_member)s AND a.approvers = '{}'))
+     GROUP BY a.approvers
+)
+SELECT g.name AS approver_group, sum(c.n)::bigint AS n,
+       (SELECT sum(n) FROM combos)::bigint AS total
+  FROM combos c,
+       unnest(CASE WHEN cardinality(c.approvers) = 0 THEN ARRAY[%(default_group)s::text]
+                   ELSE c.approvers END) AS g(name)
+ GROUP BY g.name
+ ORDER BY g.name;
+
+-- name: decided_page
+-- One page of the decided (or expired, superseded, cancelled) requests a viewer may see,
+-- newest decision first, with who decided what and what happened after (the history).
 SELECT a.*, d.kind AS decision_kind, d.principal AS decision_principal,
        d.reason AS decision_reason, r.status AS run_status, t.status AS execution_status
   FROM approval_requests a
   LEFT JOIN decisions d ON d.request_id = a.id
   JOIN runs r ON r.id = a.run_id
   LEFT JOIN tool_executions t ON t.run_id = a.run_id AND t.call_id = a.call_id
- WHERE a.status <> 'pending'
- ORDER BY a.decided_at DESC NULLS LAST, a.id
+ WHERE a.status <> 'pending' AND a.decided_at IS NOT NULL
+   AND (%(operator)s OR a.approvers && %(groups)s::text[]
+        OR (%(default_member)s AND a.approvers = '{}'))
+   AND (%(tool)s::text IS NULL OR a.tool = %(tool)s)
+   AND (%(group)s::text IS NULL OR a.approvers @> ARRAY[%(group)s::text]
+        OR (%(group_is_default)s AND a.approvers = '{}'))
+   AND (%(run_id)s::uuid IS NULL OR a.run_id = %(run_id)s::uuid)
+   AND (%(starter)s::text IS NULL OR a.requested_by = %(starter)s)
+   AND (%(created_after)s::timestamptz IS NULL OR a.created_at >= %(created_after)s)
+   AND (%(created_before)s::timestamptz IS NULL OR a.created_at < %(created_before)s)
+   AND (%(after_key)s::timestamptz IS NULL
+        OR (a.decided_at, a.id) < (%(after_key)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY a.decided_at DESC, a.id DESC
  LIMIT %(limit)s;
+
+-- name: custom_plans
+-- Plan the rest of this transaction's statements for their parameters (a list query's plan
+-- depends on them: an operator's, a small group's and a large group's differ), never with a
+-- prepared statement's generic plan.
+SELECT set_config('plan_cache_mode', 'force_custom_plan', true);
 
 -- name: record_shown_tampered
 -- A request whose shown copy no longer matches its digest (edited behind the engine's back):

@@ -783,11 +783,17 @@ ALTER TABLE ONLY public.web_sessions
 
 CREATE INDEX approval_requests_created_idx ON public.approval_requests USING btree (created_at);
 
-CREATE INDEX approval_requests_decided_idx ON public.approval_requests USING btree (decided_at) WHERE (decided_at IS NOT NULL);
+CREATE INDEX approval_requests_decided_v2 ON public.approval_requests USING btree (decided_at, id) WHERE (decided_at IS NOT NULL);
 
 CREATE UNIQUE INDEX approval_requests_one_pending ON public.approval_requests USING btree (run_id, call_id) WHERE (status = 'pending'::text);
 
-CREATE INDEX approval_requests_pending_deadline_idx ON public.approval_requests USING btree (expires_at) WHERE (status = 'pending'::text);
+CREATE INDEX approval_requests_pending_approvers ON public.approval_requests USING gin (approvers) WHERE (status = 'pending'::text);
+
+CREATE INDEX approval_requests_pending_deadline_v2 ON public.approval_requests USING btree (expires_at, id) WHERE (status = 'pending'::text);
+
+CREATE INDEX approval_requests_pending_groups ON public.approval_requests USING btree (approvers) WHERE (status = 'pending'::text);
+
+CREATE INDEX approval_requests_pending_newest ON public.approval_requests USING btree (created_at, id) WHERE (status = 'pending'::text);
 
 CREATE INDEX approval_requests_status_idx ON public.approval_requests USING btree (status, created_at);
 

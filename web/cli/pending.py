@@ -12,8 +12,16 @@ from typing import Annotated, Any
 
 import typer
 
-from approvals.model import RequestStatus
-from web.cli.command import default_principal, emit_json, emit_listing, parse_json, run_async
+from approvals.listing import MAX_PAGE, PendingOrder, RequestFilter
+from web.cli.command import (
+    EXIT_INVALID,
+    default_principal,
+    emit_json,
+    emit_listing,
+    fail,
+    parse_json,
+    run_async,
+)
 from web.engine import Engine
 
 pending_app = typer.Typer(no_args_is_help=True, help="Calls waiting for a decision.")
@@ -22,23 +30,57 @@ pending_app = typer.Typer(no_args_is_help=True, help="Calls waiting for a decisi
 @pending_app.command("list")
 def pending_list(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    include_all: Annotated[bool, typer.Option("--all", help="Include decided requests.")] = False,
-    limit: Annotated[int, typer.Option(min=1, max=1000)] = 200,
+    include_all: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="The newest requests of any status instead (one page, no cursor)."
+        ),
+    ] = False,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_PAGE, help="Rows per page.")] = 200,
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", help="Where the next page starts (printed after a page)."),
+    ] = None,
+    newest: Annotated[
+        bool, typer.Option("--newest", help="Newest first (default: soonest deadline first).")
+    ] = False,
+    tool: Annotated[str | None, typer.Option("--tool", help="Only calls of this tool.")] = None,
+    group: Annotated[
+        str | None, typer.Option("--group", help="Only calls this approver group may decide.")
+    ] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only calls of this run.")] = None,
+    starter: Annotated[
+        str | None, typer.Option("--starter", help="Only calls of runs this principal started.")
+    ] = None,
 ) -> None:
-    """List approval requests waiting for a decision (newest first)."""
+    """List approval requests waiting for a decision, soonest deadline first, a page at a
+    time: when there is more, stderr says which --cursor gives the next page."""
+    if include_all and cursor is not None:
+        fail("--all lists one page of requests of any status: it takes no --cursor", EXIT_INVALID)
 
-    async def main(engine: Engine) -> list[dict[str, Any]]:
-        status = None if include_all else RequestStatus.PENDING
-        return [r.to_json() for r in await engine.requests.search(status, limit)]
+    async def main(engine: Engine) -> tuple[list[dict[str, Any]], str | None]:
+        if include_all:
+            return [r.to_json() for r in await engine.requests.search(None, limit)], None
+        page = await engine.pending_page(
+            None,
+            order=PendingOrder.NEWEST if newest else PendingOrder.DEADLINE,
+            filters=RequestFilter(tool=tool, group=group, run_id=run, starter=starter),
+            cursor=cursor,
+            limit=limit,
+        )
+        return [r.to_json() for r, _ in page.items], page.next_cursor
 
+    items, next_cursor = run_async(main)
     emit_listing(
-        run_async(main),
+        items,
         as_json=as_json,
         empty="nothing is waiting for a decision",
         line=lambda r: (
             f"{r['id']}  {r['tool']}  {json.dumps(r['shown'].get('args'))}  {r['status']}"
         ),
     )
+    if next_cursor is not None:
+        typer.echo(f"more: approvals pending list --cursor {next_cursor}", err=True)
 
 
 def decide_command(
