@@ -137,6 +137,17 @@ class RunNotFound(ApprovalsError):
         super().__init__(f"run {run_id} does not exist")
 
 
+class RunPruned(RunNotFound):
+    """A run that retention pruned: its records are deleted; its audit events remain."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.args = (
+            f"run {run_id} was pruned by retention (`approvals retention prune`): its records"
+            f" are deleted; its audit events remain (`approvals audit export --run {run_id}`)",
+        )
+
+
 class GraphNotFound(ApprovalsError):
     """A graph name that the registry does not know."""
 

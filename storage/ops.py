@@ -1,4 +1,4 @@
-"""Operations: what ``/metrics`` and ``/readyz`` read, cancelling a run, pruning checkpoints.
+"""Operations: what ``/metrics`` and ``/readyz`` read, cancelling a run, retention.
 
 Metrics are computed from the engine's tables on each scrape (a few aggregates), so every
 process reports the same numbers and nothing is lost when one restarts.
@@ -7,8 +7,8 @@ process reports the same numbers and nothing is lost when one restarts.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -25,6 +25,27 @@ DECISION_BOUNDS: tuple[float, ...] = (
 RESUME_BOUNDS: tuple[float, ...] = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 #: Threads pruned per transaction (each holds one advisory lock per thread until it commits).
 PRUNE_BATCH = 200
+#: Runs pruned per transaction, about (a thread's runs go together, so one long thread may
+#: exceed it alone): bounds the rows one transaction deletes and how long it holds its locks.
+PRUNE_BATCH_RUNS = 1000
+#: Expired web sessions deleted per transaction.
+PRUNE_BATCH_SESSIONS = 1000
+#: The engine's tables retention deletes a long-finished run's rows from, as ``prune_threads``
+#: counts them. ``audit_events`` is not among them: the decision log stays whole.
+RECORD_TABLES: tuple[str, ...] = (
+    "runs",
+    "approval_requests",
+    "approval_votes",
+    "decisions",
+    "resume_queue",
+    "tool_executions",
+    "interception_records",
+    "run_events",
+    "run_notification_deliveries",
+    "notification_deliveries",
+    "notification_attempts",
+    "openai_run_states",
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,13 +148,22 @@ class Cancellation:
 class Pruned:
     """What a retention pass deleted (or, in a dry run, would delete)."""
 
+    #: Threads something was deleted of (checkpoints, records or both).
     threads: int = 0
     checkpoints: int = 0
     writes: int = 0
     blobs: int = 0
+    #: Rows deleted per engine table (``RECORD_TABLES``); empty with ``checkpoints_only``.
+    records: Mapping[str, int] = field(default_factory=dict)
+    #: Expired web sessions deleted.
+    sessions: int = 0
     dry_run: bool = False
+    checkpoints_only: bool = False
     #: Threads left for a later pass because a step held them.
     busy: int = 0
+    #: Threads whose checkpoints went but whose records stay for a later pass: something of
+    #: theirs is still in flight (a request pending, a resume queued, a notification sending).
+    held: int = 0
 
     def __add__(self, other: Pruned) -> Pruned:
         return Pruned(
@@ -141,22 +171,42 @@ class Pruned:
             checkpoints=self.checkpoints + other.checkpoints,
             writes=self.writes + other.writes,
             blobs=self.blobs + other.blobs,
+            records={
+                t: self.records.get(t, 0) + other.records.get(t, 0)
+                for t in RECORD_TABLES
+                if t in self.records or t in other.records
+            },
+            sessions=self.sessions + other.sessions,
             dry_run=self.dry_run,
+            checkpoints_only=self.checkpoints_only,
             busy=self.busy + other.busy,
+            held=self.held + other.held,
         )
 
     @property
+    def runs(self) -> int:
+        return self.records.get("runs", 0)
+
+    @property
     def rows(self) -> int:
-        return self.checkpoints + self.writes + self.blobs
+        """Every row deleted: checkpoints, records and sessions."""
+        return (
+            self.checkpoints + self.writes + self.blobs + sum(self.records.values()) + self.sessions
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "threads": self.threads,
+            "runs": self.runs,
             "checkpoints": self.checkpoints,
             "checkpoint_writes": self.writes,
             "checkpoint_blobs": self.blobs,
+            "records": {t: self.records.get(t, 0) for t in RECORD_TABLES},
+            "web_sessions": self.sessions,
             "rows": self.rows,
             "busy_threads": self.busy,
+            "held_threads": self.held,
+            "checkpoints_only": self.checkpoints_only,
             "dry_run": self.dry_run,
         }
 
@@ -250,36 +300,49 @@ class PgOperations:
         *,
         principal: str,
         dry_run: bool = False,
+        checkpoints_only: bool = False,
         batch: int = PRUNE_BATCH,
+        batch_runs: int = PRUNE_BATCH_RUNS,
     ) -> Pruned:
-        """Delete the LangGraph checkpoints of threads whose runs all ended more than
-        ``older_than`` ago. Runs, requests, decisions, executions and the audit log stay whole;
-        a thread with a run still running or waiting is never touched."""
-        params: dict[str, Any] = {"older_than": older_than}
+        """Delete what threads whose runs all ended more than ``older_than`` ago still hold:
+        LangGraph's checkpoints, and (unless ``checkpoints_only``) the engine's own rows of
+        those runs (``RECORD_TABLES``), then expired web sessions. The audit log stays whole
+        and verifiable; it is what remains of a pruned run. A thread with a run still running
+        or waiting is never touched; one with something still in flight keeps its records
+        until a later pass (``held``).
+
+        Works in transactions of at most ``batch`` threads and about ``batch_runs`` runs,
+        each holding those threads' locks until it commits, so no lock is held for long and a
+        thread a step holds is left for later (``busy``)."""
+        params: dict[str, Any] = {"older_than": older_than, "checkpoints_only": checkpoints_only}
         if dry_run:
-            row = await self._db.one("count_prunable_checkpoints", params)
+            row = await self._db.one("count_prunable", params)
             assert row is not None
-            return _pruned(row, dry_run=True)
-        total, after = Pruned(), ""
+            return _pruned(row, checkpoints_only=checkpoints_only, dry_run=True) + Pruned(
+                sessions=int(row["web_sessions"])
+            )
+        total, after = Pruned(checkpoints_only=checkpoints_only), ""
         while True:
             async with self._db.transaction() as conn:
                 candidates = await self._db.all(
-                    "prunable_threads", params | {"after": after, "limit": batch}, conn
+                    "prunable_threads",
+                    params | {"after": after, "limit": batch, "max_runs": batch_runs},
+                    conn,
                 )
                 if not candidates:
                     break
                 after = candidates[-1]["thread_id"]
                 locked = [c["thread_id"] for c in candidates if c["locked"]]
-                busy = len(candidates) - len(locked)
+                total += Pruned(busy=len(candidates) - len(locked))
                 if locked:
-                    row = await self._db.one(
-                        "prune_checkpoints", params | {"threads": locked}, conn
-                    )
+                    row = await self._db.one("prune_threads", params | {"threads": locked}, conn)
                     assert row is not None
-                    total += _pruned(row) + Pruned(busy=busy)
-                else:
-                    total += Pruned(busy=busy)
-            if len(candidates) < batch:
+                    total += _pruned(row, checkpoints_only=checkpoints_only)
+        while not checkpoints_only:
+            row = await self._db.one("prune_web_sessions", {"limit": PRUNE_BATCH_SESSIONS})
+            assert row is not None
+            total += Pruned(sessions=int(row["web_sessions"]))
+            if int(row["web_sessions"]) < PRUNE_BATCH_SESSIONS:
                 break
         await self._db.run(
             "record_prune",
@@ -292,12 +355,20 @@ class PgOperations:
         )
         return total
 
+    async def was_pruned(self, run_id: str) -> bool:
+        """Whether a run that has no row any more was pruned: the decision log knows it."""
+        row = await self._db.one("run_was_pruned", {"run_id": run_id})
+        return bool(row and row["pruned"])
 
-def _pruned(row: dict[str, Any], *, dry_run: bool = False) -> Pruned:
+
+def _pruned(row: dict[str, Any], *, checkpoints_only: bool, dry_run: bool = False) -> Pruned:
     return Pruned(
         threads=int(row["threads"]),
         checkpoints=int(row["checkpoints"]),
         writes=int(row["writes"]),
         blobs=int(row["blobs"]),
+        records={} if checkpoints_only else {t: int(row[t]) for t in RECORD_TABLES},
         dry_run=dry_run,
+        checkpoints_only=checkpoints_only,
+        held=int(row["held"]),
     )

@@ -35,6 +35,7 @@ from approvals.errors import (
     RequestNotFound,
     RunNotAllowed,
     RunNotFound,
+    RunPruned,
     ShownCopyChanged,
 )
 from approvals.identity import call_identity, idempotency_key
@@ -66,7 +67,7 @@ from storage.db import (
 from storage.embedded import start_embedded
 from storage.expiry import PgExpiry
 from storage.notifications import PgNotifications
-from storage.ops import Cancellation, Histogram, MetricsSnapshot, PgOperations
+from storage.ops import Cancellation, Histogram, MetricsSnapshot, PgOperations, Pruned
 from storage.queue import PgResumeQueue
 from storage.request_events import RequestEvent, RequestEventHub, RequestEventKind, RequestFeed
 from storage.requests import PgApprovalRequests, PgDecisions
@@ -373,7 +374,8 @@ class Engine:
     async def report(self, run_id: str, *, viewer: Principal | None = None) -> dict[str, Any]:
         """A run as reports show it: status, requests, tool executions and interception
         records (payload-free). ``viewer``: a signed-in principal, who must see the run
-        (``RunNotFound`` otherwise); ``None`` for the operator console."""
+        (``RunNotFound`` otherwise); ``None`` for the operator console, which is told
+        ``RunPruned`` (not found, saying so) for a run retention pruned."""
         if viewer is not None:
             run = await self.visible_run(run_id, viewer)
         else:
@@ -381,6 +383,8 @@ class Engine:
                 raise InvalidRunId(run_id)
             found = await self.runs.get(run_id)
             if found is None:
+                if await self.operations.was_pruned(run_id):
+                    raise RunPruned(run_id)
                 raise RunNotFound(run_id)
             run = found
         requests = await self.requests.for_run(run.id)
@@ -417,6 +421,23 @@ class Engine:
                 for i in interceptions
             ],
         }
+
+    async def prune(
+        self,
+        older_than: timedelta,
+        *,
+        principal: str,
+        dry_run: bool = False,
+        checkpoints_only: bool = False,
+    ) -> Pruned:
+        """Retention (``approvals retention prune``): delete what threads whose runs all ended
+        more than ``older_than`` ago still hold, LangGraph's checkpoints and, unless
+        ``checkpoints_only``, the engine's own rows of those runs, then expired web sessions;
+        the audit log stays whole and verifiable, and records the pass in ``principal``'s
+        name. ``dry_run`` counts and deletes nothing."""
+        return await self.operations.prune(
+            older_than, principal=principal, dry_run=dry_run, checkpoints_only=checkpoints_only
+        )
 
     async def work(self, stop: asyncio.Event) -> None:
         """Until ``stop`` is set: resume decided runs, expire (or escalate) requests past

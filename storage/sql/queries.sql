@@ -966,27 +966,83 @@ SELECT run.id, (SELECT count(*) FROM requests) AS requests, (SELECT count(*) FRO
   FROM run;
 
 -- name: prunable_threads
--- The next threads (in thread id order, after `after`) whose runs all ended before the cutoff,
--- each locked for this transaction unless a step holds it (`locked` false: left for later).
+-- The next threads (in thread id order, after `after`) whose runs all ended before the cutoff:
+-- at most `limit` threads holding at most `max_runs` runs (the first thread whatever its
+-- size), each locked for this transaction unless a step holds it (`locked` false: left for
+-- later).
 SELECT t.thread_id,
        pg_try_advisory_xact_lock(approvals_thread_lock_key_v1(t.thread_id)) AS locked
-  FROM (SELECT thread_id FROM runs
+  FROM (SELECT thread_id, count(*) AS runs, sum(count(*)) OVER (ORDER BY thread_id) AS upto
+          FROM runs
          WHERE thread_id > %(after)s
          GROUP BY thread_id
         HAVING bool_and(approvals_run_finished_v1(status))
            AND max(updated_at) < now() - %(older_than)s::interval
          ORDER BY thread_id
-         LIMIT %(limit)s) t;
+         LIMIT %(limit)s) t
+ WHERE t.upto <= %(max_runs)s OR t.upto = t.runs
+ ORDER BY t.thread_id;
 
--- name: prune_checkpoints
--- Delete LangGraph's checkpoints of the given (locked) threads, checking again under the lock
--- that every run of each ended before the cutoff. The engine's own tables are not touched.
+-- name: prune_threads
+-- Delete what the given (locked) threads hold, checking again under the lock that every run
+-- of each ended before the cutoff: LangGraph's checkpoints, and unless `checkpoints_only` the
+-- engine's own rows of their runs, children before parents (every foreign key is checked at
+-- the end of the statement, when all of them are gone). A thread with something still in
+-- flight (approvals_run_in_flight_v1) keeps its rows (`held`) for a later pass. The audit
+-- log is not touched: it is append-only, and it is what stays of a pruned run.
 WITH threads AS (
     SELECT thread_id FROM runs
      WHERE thread_id = ANY(%(threads)s::text[])
      GROUP BY thread_id
     HAVING bool_and(approvals_run_finished_v1(status))
        AND max(updated_at) < now() - %(older_than)s::interval
+), held AS (
+    SELECT DISTINCT r.thread_id
+      FROM runs r JOIN threads t USING (thread_id)
+     WHERE NOT %(checkpoints_only)s AND approvals_run_in_flight_v1(r.id)
+), doomed AS (
+    SELECT r.id FROM runs r JOIN threads t USING (thread_id)
+     WHERE NOT %(checkpoints_only)s AND r.thread_id NOT IN (SELECT thread_id FROM held)
+), requests AS (
+    SELECT a.id FROM approval_requests a WHERE a.run_id IN (SELECT id FROM doomed)
+), attempts AS (
+    DELETE FROM notification_attempts x USING notification_deliveries d
+     WHERE x.delivery_id = d.id AND d.request_id IN (SELECT id FROM requests)
+    RETURNING 1
+), deliveries AS (
+    DELETE FROM notification_deliveries d WHERE d.request_id IN (SELECT id FROM requests)
+    RETURNING 1
+), votes AS (
+    DELETE FROM approval_votes v WHERE v.request_id IN (SELECT id FROM requests)
+    RETURNING 1
+), jobs AS (
+    DELETE FROM resume_queue q WHERE q.run_id IN (SELECT id FROM doomed)
+    RETURNING 1
+), decided AS (
+    DELETE FROM decisions d WHERE d.run_id IN (SELECT id FROM doomed)
+    RETURNING 1
+), executions AS (
+    DELETE FROM tool_executions x WHERE x.run_id IN (SELECT id FROM doomed)
+    RETURNING 1
+), interceptions AS (
+    DELETE FROM interception_records i WHERE i.run_id IN (SELECT id FROM doomed)
+    RETURNING 1
+), run_notifications AS (
+    DELETE FROM run_notification_deliveries d USING run_events e
+     WHERE d.event_id = e.id AND e.run_id IN (SELECT id FROM doomed)
+    RETURNING 1
+), events AS (
+    DELETE FROM run_events e WHERE e.run_id IN (SELECT id FROM doomed)
+    RETURNING 1
+), states AS (
+    DELETE FROM openai_run_states s WHERE s.run_id IN (SELECT id FROM doomed)
+    RETURNING 1
+), asked AS (
+    DELETE FROM approval_requests a WHERE a.id IN (SELECT id FROM requests)
+    RETURNING 1
+), gone AS (
+    DELETE FROM runs r WHERE r.id IN (SELECT id FROM doomed)
+    RETURNING r.thread_id
 ), blobs AS (
     DELETE FROM checkpoint_blobs WHERE thread_id IN (SELECT thread_id FROM threads)
     RETURNING thread_id
@@ -998,29 +1054,100 @@ WITH threads AS (
     RETURNING thread_id
 )
 SELECT (SELECT count(*) FROM (SELECT thread_id FROM checkpoints UNION SELECT thread_id FROM writes
-                              UNION SELECT thread_id FROM blobs) t) AS threads,
+                              UNION SELECT thread_id FROM blobs UNION SELECT thread_id FROM gone)
+                             t) AS threads,
        (SELECT count(*) FROM checkpoints) AS checkpoints,
        (SELECT count(*) FROM writes) AS writes,
-       (SELECT count(*) FROM blobs) AS blobs;
+       (SELECT count(*) FROM blobs) AS blobs,
+       (SELECT count(*) FROM held) AS held,
+       (SELECT count(*) FROM gone) AS runs,
+       (SELECT count(*) FROM asked) AS approval_requests,
+       (SELECT count(*) FROM votes) AS approval_votes,
+       (SELECT count(*) FROM decided) AS decisions,
+       (SELECT count(*) FROM jobs) AS resume_queue,
+       (SELECT count(*) FROM executions) AS tool_executions,
+       (SELECT count(*) FROM interceptions) AS interception_records,
+       (SELECT count(*) FROM events) AS run_events,
+       (SELECT count(*) FROM run_notifications) AS run_notification_deliveries,
+       (SELECT count(*) FROM deliveries) AS notification_deliveries,
+       (SELECT count(*) FROM attempts) AS notification_attempts,
+       (SELECT count(*) FROM states) AS openai_run_states;
 
--- name: count_prunable_checkpoints
--- What prune_checkpoints would delete across all threads now (a dry run; no locks taken).
+-- name: prune_web_sessions
+-- Delete up to `limit` expired web sessions (nobody can use them; skips rows another
+-- statement holds).
+WITH expired AS (
+    SELECT id_hash FROM web_sessions
+     WHERE expires_at <= now()
+     ORDER BY expires_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM web_sessions s USING expired e WHERE s.id_hash = e.id_hash
+    RETURNING 1
+)
+SELECT count(*) AS web_sessions FROM gone;
+
+-- name: count_prunable
+-- What prune_threads and prune_web_sessions would delete across all threads now (a dry run;
+-- no locks taken).
 WITH threads AS (
     SELECT thread_id FROM runs
      GROUP BY thread_id
     HAVING bool_and(approvals_run_finished_v1(status))
        AND max(updated_at) < now() - %(older_than)s::interval
+), held AS (
+    SELECT DISTINCT r.thread_id
+      FROM runs r JOIN threads t USING (thread_id)
+     WHERE NOT %(checkpoints_only)s AND approvals_run_in_flight_v1(r.id)
+), doomed AS (
+    SELECT r.id, r.thread_id FROM runs r JOIN threads t USING (thread_id)
+     WHERE NOT %(checkpoints_only)s AND r.thread_id NOT IN (SELECT thread_id FROM held)
+), requests AS (
+    SELECT a.id FROM approval_requests a WHERE a.run_id IN (SELECT id FROM doomed)
 ), counted AS (
     SELECT t.thread_id,
            (SELECT count(*) FROM checkpoints c WHERE c.thread_id = t.thread_id) AS checkpoints,
            (SELECT count(*) FROM checkpoint_writes w WHERE w.thread_id = t.thread_id) AS writes,
-           (SELECT count(*) FROM checkpoint_blobs b WHERE b.thread_id = t.thread_id) AS blobs
+           (SELECT count(*) FROM checkpoint_blobs b WHERE b.thread_id = t.thread_id) AS blobs,
+           EXISTS (SELECT 1 FROM doomed d WHERE d.thread_id = t.thread_id) AS doomed
       FROM threads t
 )
-SELECT count(*) FILTER (WHERE checkpoints + writes + blobs > 0) AS threads,
+SELECT count(*) FILTER (WHERE checkpoints + writes + blobs > 0 OR doomed) AS threads,
        COALESCE(sum(checkpoints), 0) AS checkpoints, COALESCE(sum(writes), 0) AS writes,
-       COALESCE(sum(blobs), 0) AS blobs
+       COALESCE(sum(blobs), 0) AS blobs,
+       (SELECT count(*) FROM held) AS held,
+       (SELECT count(*) FROM doomed) AS runs,
+       (SELECT count(*) FROM requests) AS approval_requests,
+       (SELECT count(*) FROM approval_votes v
+         WHERE v.request_id IN (SELECT id FROM requests)) AS approval_votes,
+       (SELECT count(*) FROM decisions d
+         WHERE d.run_id IN (SELECT id FROM doomed)) AS decisions,
+       (SELECT count(*) FROM resume_queue q
+         WHERE q.run_id IN (SELECT id FROM doomed)) AS resume_queue,
+       (SELECT count(*) FROM tool_executions x
+         WHERE x.run_id IN (SELECT id FROM doomed)) AS tool_executions,
+       (SELECT count(*) FROM interception_records i
+         WHERE i.run_id IN (SELECT id FROM doomed)) AS interception_records,
+       (SELECT count(*) FROM run_events e
+         WHERE e.run_id IN (SELECT id FROM doomed)) AS run_events,
+       (SELECT count(*) FROM run_notification_deliveries d JOIN run_events e ON e.id = d.event_id
+         WHERE e.run_id IN (SELECT id FROM doomed)) AS run_notification_deliveries,
+       (SELECT count(*) FROM notification_deliveries d
+         WHERE d.request_id IN (SELECT id FROM requests)) AS notification_deliveries,
+       (SELECT count(*) FROM notification_attempts x
+          JOIN notification_deliveries d ON d.id = x.delivery_id
+         WHERE d.request_id IN (SELECT id FROM requests)) AS notification_attempts,
+       (SELECT count(*) FROM openai_run_states s
+         WHERE s.run_id IN (SELECT id FROM doomed)) AS openai_run_states,
+       CASE WHEN %(checkpoints_only)s THEN 0
+            ELSE (SELECT count(*) FROM web_sessions WHERE expires_at <= now())
+       END AS web_sessions
   FROM counted;
+
+-- name: run_was_pruned
+-- Whether the decision log knows a run (a run without its row: retention pruned it).
+SELECT EXISTS (SELECT 1 FROM audit_events WHERE run_id = %(run_id)s) AS pruned;
 
 -- name: record_prune
 -- The audit entry of a retention pass: who pruned what, how old (the log itself stays whole).

@@ -269,6 +269,23 @@ CREATE FUNCTION public.approvals_run_finished_v1(status text) RETURNS boolean
             SELECT status IN ('completed', 'blocked', 'failed', 'cancelled')
         $$;
 
+CREATE FUNCTION public.approvals_run_in_flight_v1(p_run_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE
+    AS $$
+            SELECT EXISTS (SELECT 1 FROM approval_requests a
+                            WHERE a.run_id = p_run_id AND a.status = 'pending')
+                OR EXISTS (SELECT 1 FROM resume_queue q
+                            WHERE q.run_id = p_run_id AND q.status = 'queued')
+                OR EXISTS (SELECT 1 FROM approval_requests a
+                             JOIN notification_deliveries d ON d.request_id = a.id
+                            WHERE a.run_id = p_run_id AND d.status = 'sending'
+                              AND d.next_attempt_at > now())
+                OR EXISTS (SELECT 1 FROM run_events e
+                             JOIN run_notification_deliveries d ON d.event_id = e.id
+                            WHERE e.run_id = p_run_id AND d.status = 'sending'
+                              AND d.next_attempt_at > now())
+        $$;
+
 CREATE FUNCTION public.approvals_run_resuming_event_v1() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -801,6 +818,8 @@ CREATE INDEX audit_events_at_idx ON public.audit_events USING btree (at);
 
 CREATE INDEX audit_events_run_idx ON public.audit_events USING btree (run_id, id);
 
+CREATE INDEX decisions_run_idx ON public.decisions USING btree (run_id);
+
 CREATE INDEX interception_records_run_idx ON public.interception_records USING btree (run_id, sequence);
 
 CREATE INDEX notification_attempts_delivery_idx ON public.notification_attempts USING btree (delivery_id, attempt);
@@ -808,6 +827,10 @@ CREATE INDEX notification_attempts_delivery_idx ON public.notification_attempts 
 CREATE INDEX notification_deliveries_due_idx ON public.notification_deliveries USING btree (next_attempt_at) WHERE (status = ANY (ARRAY['sending'::text, 'retry'::text]));
 
 CREATE INDEX resume_queue_queued_idx ON public.resume_queue USING btree (id) WHERE (status = 'queued'::text);
+
+CREATE INDEX resume_queue_request_idx ON public.resume_queue USING btree (request_id);
+
+CREATE INDEX resume_queue_run_idx ON public.resume_queue USING btree (run_id);
 
 CREATE INDEX run_events_run_idx ON public.run_events USING btree (run_id, id);
 

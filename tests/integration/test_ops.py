@@ -1,43 +1,20 @@
-"""Operations against real PostgreSQL: cancelling runs (also racing a decision), pruning old
-checkpoints while the decision log stays whole, and JSON log lines."""
+"""Operations against real PostgreSQL: cancelling runs (also racing a decision) and JSON log
+lines (retention has its own module, test_retention.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import uuid
-from datetime import timedelta
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
-from psycopg import sql
 
 from approvals.errors import RequestNotPending, RunEnded, RunNotFound, ThreadBusy
 from approvals.model import JobStatus, RequestStatus, RunStatus
-from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
+from tests.integration.helpers import side_effects, start_refund, thread_lock
 from tests.integration.inprocess import invoke
 from web.engine import Engine
-
-CHECKPOINT_TABLES = ("checkpoints", "checkpoint_writes", "checkpoint_blobs")
-ENGINE_TABLES = (
-    "runs",
-    "approval_requests",
-    "decisions",
-    "audit_events",
-    "interception_records",
-    "tool_executions",
-)
-
-
-async def count(engine: Engine, table: str, thread_id: str | None = None) -> int:
-    """Rows of ``table``, all or one thread's."""
-    query = sql.SQL("SELECT count(*) AS n FROM {}").format(sql.Identifier(table))
-    if thread_id is not None:
-        query += sql.SQL(" WHERE thread_id = {}").format(sql.Literal(thread_id))
-    async with engine.connection() as conn:
-        row = await (await conn.execute(query)).fetchone()
-    assert row is not None
-    return int(row["n"])
 
 
 async def job_statuses(engine: Engine, run_id: str) -> list[str]:
@@ -266,124 +243,6 @@ async def test_a_decision_racing_a_cancel_never_resumes_the_run(engine: Engine) 
         assert "refund-1001" not in executed
         assert JobStatus.QUEUED not in await job_statuses(engine, run.run_id)
     assert outcomes  # which one won each time is up to the scheduler
-
-
-# ---- retention prune -----------------------------------------------------------------------
-
-
-async def backdate(engine: Engine, run_id: str, days: int) -> None:
-    async with engine.connection() as conn:
-        await conn.execute(
-            "UPDATE runs SET updated_at = now() - make_interval(days => %s) WHERE id = %s",
-            (days, run_id),
-        )
-
-
-async def completed_refund(engine: Engine, thread_id: str | None = None) -> str:
-    """A run that paused, was approved and completed: it has a decision and tool execution."""
-    run = await engine.runner.start(
-        "refund", {"message": "refund 1001"}, principal="alice", thread_id=thread_id
-    )
-    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
-    assert await engine.worker.drain() == 1
-    stored = await engine.runs.get(run.run_id)
-    assert stored is not None
-    assert stored.status is RunStatus.COMPLETED
-    return run.run_id
-
-
-@pytest.mark.slow
-async def test_retention_prunes_checkpoints_of_old_finished_runs_only(
-    engine: Engine, cli_env: dict[str, str]
-) -> None:
-    old = await completed_refund(engine)
-    await backdate(engine, old, 40)
-    recent = await completed_refund(engine)
-    waiting_old = (await start_refund(engine)).run_id
-    await backdate(engine, waiting_old, 40)
-    # An old finished run whose thread a newer run still waits on: the thread is in use.
-    shared_old = await completed_refund(engine, thread_id="customer-7")
-    await backdate(engine, shared_old, 40)
-    await engine.runner.start(
-        "refund", {"message": "refund 1002"}, principal="alice", thread_id="customer-7"
-    )
-    cancelled_old = (await start_refund(engine)).run_id
-    await engine.operations.cancel(cancelled_old, principal="ops", reason=None)
-    await backdate(engine, cancelled_old, 31)
-
-    threads = {
-        run_id: (await engine.runs.get(run_id)).thread_id  # type: ignore[union-attr]
-        for run_id in (old, recent, waiting_old, shared_old, cancelled_old)
-    }
-    pruned_threads = {threads[old], threads[cancelled_old]}
-    before = {
-        thread: {t: await count(engine, t, thread) for t in CHECKPOINT_TABLES}
-        for thread in threads.values()
-    }
-    kept = {t: await count(engine, t) for t in ENGINE_TABLES}
-    assert all(before[t]["checkpoints"] > 0 for t in threads.values())
-
-    dry = await invoke(cli_env, "retention", "prune", "--older-than", "30d", "--dry-run", "--json")
-    assert dry.code == 0, dry.stderr
-    expected = {t: sum(before[thread][t] for thread in pruned_threads) for t in CHECKPOINT_TABLES}
-    assert dry.json() | {"older_than": "30d"} == {
-        "threads": 2,
-        "checkpoints": expected["checkpoints"],
-        "checkpoint_writes": expected["checkpoint_writes"],
-        "checkpoint_blobs": expected["checkpoint_blobs"],
-        "rows": sum(expected.values()),
-        "busy_threads": 0,
-        "dry_run": True,
-        "older_than": "30d",
-    }
-    assert await count(engine, "checkpoints", threads[old]) == before[threads[old]]["checkpoints"]
-
-    pruned = await invoke(cli_env, "retention", "prune", "--older-than", "30d", "--json")
-    assert pruned.code == 0, pruned.stderr
-    assert pruned.json()["threads"] == 2
-    assert pruned.json()["dry_run"] is False
-    assert pruned.json()["rows"] == sum(expected.values())
-    for thread in threads.values():
-        for table in CHECKPOINT_TABLES:
-            left = await count(engine, table, thread)
-            assert left == (0 if thread in pruned_threads else before[thread][table]), (
-                thread,
-                table,
-            )
-    # The engine's own records, the decision log among them, are all still there (one more
-    # audit event: the prune itself).
-    after = {t: await count(engine, t) for t in ENGINE_TABLES}
-    assert after == kept | {"audit_events": kept["audit_events"] + 1}
-    assert len(await engine.audit.for_run(old)) > 0
-    event = await scalar(
-        engine, "SELECT data FROM audit_events WHERE kind = 'retention.pruned' ORDER BY id DESC"
-    )
-    assert event["threads"] == 2
-
-    again = await invoke(cli_env, "retention", "prune", "--older-than", "30d")
-    assert again.code == 0, again.stderr
-    assert again.stdout.startswith("pruned the checkpoints of 0 thread(s)")
-    bad = await invoke(cli_env, "retention", "prune", "--older-than", "a month")
-    assert bad.code == 2
-    assert "not an age" in bad.stderr
-
-
-async def test_prune_runs_in_batches_and_leaves_busy_threads(engine: Engine) -> None:
-    runs = []
-    for _ in range(3):
-        run = await engine.runner.start("refund", {"message": "refund 1003"}, principal="alice")
-        await backdate(engine, run.run_id, 10)
-        runs.append(run)
-    operations = engine.operations
-    # A step holding one thread's lock: that thread waits for a later prune.
-    async with thread_lock(engine, runs[0].thread_id):
-        pruned = await operations.prune(timedelta(days=7), principal="ops", batch=2)
-    assert (pruned.threads, pruned.busy) == (2, 1)
-    assert await count(engine, "checkpoints", runs[0].thread_id) > 0
-    pruned = await operations.prune(timedelta(days=7), principal="ops", batch=2)
-    assert (pruned.threads, pruned.busy) == (1, 0)
-    for run in runs:
-        assert await count(engine, "checkpoints", run.thread_id) == 0
 
 
 # ---- structured logs -----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``approvals retention prune``: delete the checkpoints of runs that ended long ago.
+"""``approvals retention prune``: delete what runs that ended long ago leave behind.
 
 Exit codes follow the CLI's: 2 invalid input (a bad age).
 """
@@ -15,7 +15,8 @@ from web.cli.command import EXIT_INVALID, default_principal, emit_json, fail, ru
 from web.engine import Engine
 
 retention_app = typer.Typer(
-    no_args_is_help=True, help="Prune LangGraph checkpoints of runs that ended long ago."
+    no_args_is_help=True,
+    help="Delete the checkpoints and records of runs that ended long ago.",
 )
 
 _AGE = re.compile(r"^\s*([1-9][0-9]*)\s*([smhdw])\s*$")
@@ -42,21 +43,34 @@ def retention_prune(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Count what would be pruned; delete nothing.")
     ] = False,
+    checkpoints_only: Annotated[
+        bool,
+        typer.Option(
+            "--checkpoints-only",
+            help="Delete only LangGraph's checkpoints; keep the engine's records of the runs.",
+        ),
+    ] = False,
     principal: Annotated[
         str | None, typer.Option("--as", help="Who prunes (default cli:$USER).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Delete the LangGraph checkpoints of threads whose runs all ended (completed, blocked,
-    failed, cancelled) longer ago than --older-than. Runs, requests, decisions, tool executions
-    and the audit log are kept whole; a thread with a run still running or waiting is never
-    touched."""
+    """Delete what threads whose runs all ended (completed, blocked, failed, cancelled) longer
+    ago than --older-than still hold: LangGraph's checkpoints and the engine's records of those
+    runs (requests, decisions, votes, resume jobs, tool executions, interception records, run
+    events, notification deliveries), then expired web sessions. The audit log stays whole and
+    verifiable (`approvals audit verify`); `approvals runs show` says a pruned run was pruned. A
+    thread with a run still running or waiting is never touched; one with a request pending, a
+    resume queued or a notification being sent keeps its records until a later prune."""
 
     async def main(engine: Engine) -> dict[str, Any]:
         # The setting's own pattern admits only ages parse_age reads.
         text = older_than or engine.settings.retention_older_than
-        pruned = await engine.operations.prune(
-            parse_age(text), principal=principal or default_principal(), dry_run=dry_run
+        pruned = await engine.prune(
+            parse_age(text),
+            principal=principal or default_principal(),
+            dry_run=dry_run,
+            checkpoints_only=checkpoints_only,
         )
         return pruned.to_json() | {"older_than": text.strip()}
 
@@ -69,11 +83,31 @@ def retention_prune(
     if as_json:
         emit_json(result)
         return
-    verb = "would prune" if result["dry_run"] else "pruned"
-    typer.echo(
-        f"{verb} the checkpoints of {result['threads']} thread(s) whose runs ended more than"
-        f" {result['older_than']} ago: {result['checkpoints']} checkpoints,"
-        f" {result['checkpoint_writes']} writes, {result['checkpoint_blobs']} blobs"
-    )
+    typer.echo(summary(result))
     if result["busy_threads"]:
         typer.echo(f"{result['busy_threads']} thread(s) were busy; a later prune takes them")
+    if result["held_threads"]:
+        typer.echo(
+            f"{result['held_threads']} thread(s) keep their records for now (a request still"
+            " pending, a resume queued or a notification being sent); a later prune takes them"
+        )
+
+
+def summary(result: dict[str, Any]) -> str:
+    """One line: what a prune deleted (or would)."""
+    verb = "would prune" if result["dry_run"] else "pruned"
+    checkpoints = (
+        f"{result['checkpoints']} checkpoints, {result['checkpoint_writes']} writes,"
+        f" {result['checkpoint_blobs']} blobs"
+    )
+    if result["checkpoints_only"]:
+        return (
+            f"{verb} the checkpoints of {result['threads']} thread(s) whose runs ended more"
+            f" than {result['older_than']} ago: {checkpoints}"
+        )
+    records = sum(result["records"].values()) - result["runs"]
+    return (
+        f"{verb} {result['threads']} thread(s) whose runs ended more than"
+        f" {result['older_than']} ago: {checkpoints}; {result['runs']} run(s) and {records}"
+        f" other record(s); {result['web_sessions']} expired web session(s)"
+    )
