@@ -1,6 +1,6 @@
 """Runs and the tool-execution ledger.
 
-A run is settled in one place, the SQL function ``approvals_settle_step_v1`` (migration 0017),
+A run is settled in one place, the SQL function ``approvals_settle_step_v2`` (migration 0017),
 whether the step ended in the process that started the run (``PgRuns.begin``) or in a worker
 closing a resume job (``storage.queue``). Its rules: the step's interception records are always
 kept; a cancelled run is final, so settling it to another status is refused (audited as
@@ -23,7 +23,7 @@ from storage.db import Database, Row, json, translated_errors
 
 log = logging.getLogger(__name__)
 
-#: What ``approvals_settle_step_v1`` answers when a settlement to a cancelled run is refused.
+#: What ``approvals_settle_step_v2`` answers when a settlement to a cancelled run is refused.
 REFUSED = "refused"
 
 

@@ -47,9 +47,9 @@ SELECT * FROM runs WHERE thread_id = %(thread_id)s ORDER BY created_at DESC, id 
 
 -- name: settle_run_and_unlock
 -- Settle a run and release the thread lock this session took for it, with the step's
--- interception records and audit events (approvals_settle_step_v1: `settled` is 'settled', or
+-- interception records and audit events (approvals_settle_step_v2: `settled` is 'settled', or
 -- 'refused' when the run had been cancelled).
-SELECT approvals_settle_step_v1(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
+SELECT approvals_settle_step_v2(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
                                 %(answer)s, %(request_ids)s::uuid[],
                                 %(interrupt_ids)s::text[]) AS settled,
        pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
@@ -374,7 +374,7 @@ SELECT pg_advisory_lock(approvals_thread_lock_key_v1(%(thread_id)s))::text AS lo
 SELECT pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
 
 -- name: finish_job
--- Close a claimed job, and end its step (approvals_settle_step_v1: the step's interception
+-- Close a claimed job, and end its step (approvals_settle_step_v2: the step's interception
 -- records, the run's settlement when a status is given, their audit events), then write the
 -- job's end (resume.finished, .skipped or .failed), after the settlement locked its rows.
 -- Returns the settlement's outcome: 'settled', 'refused' (the run had been cancelled) or
@@ -386,7 +386,7 @@ WITH job AS (
      WHERE id = %(id)s
     RETURNING *
 ), settled AS (
-    SELECT approvals_settle_step_v1(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
+    SELECT approvals_settle_step_v2(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
                                     %(answer)s, %(request_ids)s::uuid[],
                                     %(interrupt_ids)s::text[]) AS outcome
 ), audit AS (

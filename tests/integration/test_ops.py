@@ -194,7 +194,7 @@ async def test_a_cancelled_run_stays_cancelled(engine: Engine) -> None:
     async with engine.connection() as conn:
         row = await (
             await conn.execute(
-                "SELECT approvals_settle_step_v1(%s, '[]', 'completed', NULL, 'done', '{}', '{}')"
+                "SELECT approvals_settle_step_v2(%s, '[]', 'completed', NULL, 'done', '{}', '{}')"
                 " AS outcome",
                 (run.run_id,),
             )
