@@ -206,7 +206,8 @@ class Soak:
 
 
 async def soak(rounds: int) -> dict[str, Any]:
-    async with scratch_database() as (url, where):
+    async with scratch_database(with_dbos=False) as scratch:
+        url, where = scratch.url, scratch.where
         env = {k: v for k, v in os.environ.items() if not k.startswith("APPROVALS_")}
         env["APPROVALS_DATABASE_URL"] = url
         env["APPROVALS_DATA_DIR"] = str(ROOT / ".approvals" / "soak")
