@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from approvals.errors import RunEnded, RunNotFound
+from approvals.errors import InvalidValue, RunEnded, RunNotFound
 from approvals.json_values import check_inputs
 from approvals.model import DecisionKind, ExecutionStatus, JobStatus, RequestStatus, RunStatus
 from storage.db import Database, json
@@ -30,6 +30,9 @@ PRUNE_BATCH = 200
 PRUNE_BATCH_RUNS = 1000
 #: Expired web sessions deleted per transaction.
 PRUNE_BATCH_SESSIONS = 1000
+#: The longest age retention takes: a century. Beyond some thousands of years ``now()`` minus
+#: the age is before the first timestamp PostgreSQL knows, and no run is that old anyway.
+MAX_RETENTION_AGE = timedelta(days=36500)
 #: The engine's tables retention deletes a long-finished run's rows from, as ``prune_threads``
 #: counts them. ``audit_events`` is not among them: the decision log stays whole.
 RECORD_TABLES: tuple[str, ...] = (
@@ -313,7 +316,16 @@ class PgOperations:
 
         Works in transactions of at most ``batch`` threads and about ``batch_runs`` runs,
         each holding those threads' locks until it commits, so no lock is held for long and a
-        thread a step holds is left for later (``busy``)."""
+        thread a step holds is left for later (``busy``).
+
+        ``InvalidValue`` unless ``older_than`` is more than zero (zero or less would take runs
+        that ended a moment ago) and at most ``MAX_RETENTION_AGE``."""
+        if not timedelta(0) < older_than <= MAX_RETENTION_AGE:
+            raise InvalidValue(
+                "older_than",
+                f"must be more than zero and at most {MAX_RETENTION_AGE.days} days"
+                f" (got {older_than})",
+            )
         params: dict[str, Any] = {"older_than": older_than, "checkpoints_only": checkpoints_only}
         if dry_run:
             row = await self._db.one("count_prunable", params)

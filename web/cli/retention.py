@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from approvals.errors import InvalidValue
 from web.cli.command import EXIT_INVALID, default_principal, emit_json, fail, run_async
 from web.engine import Engine
 
@@ -24,11 +25,15 @@ _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_age(text: str) -> timedelta:
-    """``90m``, ``12h``, ``30d``, ``8w`` (a positive whole number and a unit) as a timedelta."""
+    """``90m``, ``12h``, ``30d``, ``8w`` (a positive whole number and a unit) as a timedelta.
+    ``ValueError`` otherwise; how long an age the engine takes is its own rule (a century)."""
     match = _AGE.match(text)
     if match is None:
         raise ValueError(f"not an age: {text!r} (use a number and s, m, h, d or w, e.g. 30d)")
-    return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    try:
+        return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    except OverflowError:
+        raise ValueError(f"not an age: {text!r} is longer than any age can be") from None
 
 
 @retention_app.command("prune")
@@ -64,10 +69,14 @@ def retention_prune(
     resume queued or a notification being sent keeps its records until a later prune."""
 
     async def main(engine: Engine) -> dict[str, Any]:
-        # The setting's own pattern admits only ages parse_age reads.
         text = older_than or engine.settings.retention_older_than
+        try:
+            age = parse_age(text)
+        except ValueError as exc:
+            # The setting's pattern admits a number too big for any age.
+            raise InvalidValue("APPROVALS_RETENTION_OLDER_THAN", str(exc)) from None
         pruned = await engine.prune(
-            parse_age(text),
+            age,
             principal=principal or default_principal(),
             dry_run=dry_run,
             checkpoints_only=checkpoints_only,
