@@ -17,7 +17,7 @@ from approvals.identity import shown_digest
 from approvals.listing import EVERY_REQUEST, PendingOrder, RequestFilter, Scope, Viewer
 from approvals.model import DecisionKind, DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.ports import NewRequest, RequestCheck
-from storage.db import Connection, Database, Row, json
+from storage.db import Connection, Database, Row, json, sql, translated_errors
 
 _STATUS_OF_KIND = {
     DecisionKind.APPROVE: RequestStatus.APPROVED,
@@ -29,6 +29,19 @@ _STATUS_OF_KIND = {
 
 #: What a list's scope asks of may_decide (the ``decidable`` parameter): anything, yes, no.
 _DECIDABLE: dict[Scope, bool | None] = {Scope.SEE: None, Scope.DECIDE: True, Scope.OTHERS: False}
+
+
+async def custom_planned(db: Database, name: str, params: dict[str, Any]) -> list[Row]:
+    """The rows of the named list query, planned for these parameters.
+
+    The pool prepares statements, and after five runs PostgreSQL may keep a prepared
+    statement's generic plan, one for every viewer and filter, where an operator's list, a
+    small group's and a large group's each need their own. An unprepared (unnamed) statement
+    is planned for its parameters every time, in the same single round trip."""
+    with translated_errors():
+        async with db.pool.connection() as conn:
+            cursor = await conn.execute(sql(name), params, prepare=False)
+            return await cursor.fetchall()
 
 
 def list_params(
@@ -139,9 +152,9 @@ class PgApprovalRequests:
         ``after`` (the last row's sort key and id)."""
         params = list_params(viewer, filters, asof, after, limit) | {"decidable": _DECIDABLE[scope]}
         if order is PendingOrder.DEADLINE:
-            rows = await self._custom_planned("pending_by_deadline", params)
+            rows = await custom_planned(self._db, "pending_by_deadline", params)
         else:
-            rows = await self._custom_planned("pending_newest", params)
+            rows = await custom_planned(self._db, "pending_newest", params)
         return [PendingCall.from_row(r) for r in rows]
 
     async def decided_page(
@@ -156,8 +169,8 @@ class PgApprovalRequests:
         """Up to ``limit`` decided (or expired, superseded, cancelled) requests ``viewer`` may
         see, newest decision first, after the keyset position ``after``; each with who decided
         what and the run's and the tool's status since."""
-        rows = await self._custom_planned(
-            "decided_page", list_params(viewer, filters, asof, after, limit)
+        rows = await custom_planned(
+            self._db, "decided_page", list_params(viewer, filters, asof, after, limit)
         )
         return [
             (
@@ -176,17 +189,9 @@ class PgApprovalRequests:
     async def pending_counts(self, viewer: Viewer) -> tuple[int, dict[str, int]]:
         """How many pending requests ``viewer`` may see in all, and per approver group that
         may decide them (a request of several groups counts for each)."""
-        rows = await self._custom_planned("pending_counts", viewer.params())
+        rows = await custom_planned(self._db, "pending_counts", viewer.params())
         total = int(rows[0]["total"]) if rows else 0
         return total, {str(r["approver_group"]): int(r["n"]) for r in rows}
-
-    async def _custom_planned(self, name: str, params: dict[str, Any]) -> list[Row]:
-        # The pool prepares statements, and after five runs PostgreSQL may keep a generic plan,
-        # one for every viewer and filter: an operator's list, a small group's and a large
-        # group's need different ones. One round trip: the transaction is pipelined.
-        async with self._db.transaction() as conn:
-            await self._db.run("custom_plans", {}, conn)
-            return await self._db.all(name, params, conn)
 
     async def votes(self, request_id: str) -> list[str]:
         """Who approved a request that waits for more approvers (the principals), in order."""

@@ -14,12 +14,15 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 from approvals.errors import ApprovalsError
-from approvals.model import ExecutionStatus, Run, ToolExecution
+from approvals.listing import Viewer
+from approvals.model import ExecutionStatus, Run, RunStatus, ToolExecution
 from approvals.ports import NewRun, Settlement
 from storage.db import Database, Row, json, translated_errors
+from storage.requests import custom_planned
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +124,27 @@ class PgRuns:
     async def latest_on_thread(self, thread_id: str) -> Run | None:
         row = await self._db.one("latest_run_on_thread", {"thread_id": thread_id})
         return Run.from_row(row) if row else None
+
+    async def page(
+        self,
+        viewer: Viewer,
+        *,
+        status: RunStatus | None = None,
+        graph: str | None = None,
+        after: tuple[datetime, str] | None = None,
+        limit: int = 50,
+    ) -> list[Run]:
+        """Up to ``limit`` runs ``viewer`` may see, newest first, after the keyset position
+        ``after`` (the last row's created_at and id)."""
+        params = viewer.params() | {
+            "status": status.value if status else None,
+            "graph": graph,
+            "after_key": after[0] if after else None,
+            "after_id": after[1] if after else None,
+            "limit": limit,
+        }
+        # Planned for its parameters, as the request lists are.
+        return [Run.from_row(r) for r in await custom_planned(self._db, "runs_page", params)]
 
 
 class PgToolLedger:

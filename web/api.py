@@ -37,7 +37,7 @@ from approvals.listing import (
     RequestFilter,
     Scope,
 )
-from approvals.model import PendingCall, Run, Vote
+from approvals.model import PendingCall, Run, RunStatus, Vote
 from approvals.principals import Principal
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError
@@ -228,6 +228,39 @@ class PendingListing(BaseModel):
         )
 
 
+class RunListing(BaseModel):
+    """The query of ``GET /runs``: a page size, the previous page's cursor, and filters."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE)
+    cursor: str | None = Field(default=None, max_length=MAX_CURSOR)
+    status: RunStatus | None = None
+    graph: str | None = Field(default=None, min_length=1, max_length=MAX_FILTER_TEXT)
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    thread_id: str
+    graph: str
+    status: str
+    started_by: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, run: Run) -> RunSummary:
+        return cls(
+            run_id=run.id,
+            thread_id=run.thread_id,
+            graph=run.graph,
+            status=run.status.value,
+            started_by=run.started_by,
+            created_at=run.created_at,
+            updated_at=run.updated_at,
+        )
+
+
 class PendingCounts(BaseModel):
     """Pending calls you may see: in all, and per approver group that may decide them (a call
     naming several groups counts for each; one naming none for the default group)."""
@@ -400,6 +433,29 @@ def router() -> APIRouter:
             body.graph, body.input, principal=principal, thread_id=body.thread_id
         )
         return RunOut.model_validate(outcome.to_json())
+
+    @api.get(
+        "/runs", response_model=list[RunSummary], summary="Runs you may see, one page at a time"
+    )
+    async def list_runs(
+        request: Request,
+        response: Response,
+        principal: Caller,
+        listing: Annotated[RunListing, Query()],
+    ) -> list[RunSummary]:
+        """The runs you started, those with a request you may see, or every run for an
+        operator; newest first. More pages: the ``Link`` header (``rel="next"``), as for
+        ``GET /pending``."""
+        page = await engine_of(request).runs_page(
+            principal,
+            status=listing.status,
+            graph=listing.graph,
+            cursor=listing.cursor,
+            limit=listing.limit,
+        )
+        if page.next_cursor is not None:
+            response.headers["Link"] = next_link(request, page.next_cursor)
+        return [RunSummary.of(run) for run in page.items]
 
     @api.get("/runs/{run_id}", response_model=RunReport, summary="A run you may see")
     async def get_run(request: Request, run_id: str, principal: Caller) -> RunReport:

@@ -51,7 +51,15 @@ from approvals.listing import (
     Viewer,
     listing_key,
 )
-from approvals.model import DecisionRecord, PendingCall, RequestStatus, Ruling, Run, Vote
+from approvals.model import (
+    DecisionRecord,
+    PendingCall,
+    RequestStatus,
+    Ruling,
+    Run,
+    RunStatus,
+    Vote,
+)
 from approvals.principals import Principal
 from approvals.redaction import redacted_paths, restore
 from storage.accounts import PgAccounts
@@ -559,6 +567,32 @@ class Engine:
             last, _ = rows[limit - 1]
             assert last.decided_at is not None, "decided_page returned an undecided request"
             next_cursor = Cursor(bound=bound, asof=asof, key=last.decided_at, id=last.id).encode()
+        return Page(items=rows[:limit], next_cursor=next_cursor)
+
+    async def runs_page(
+        self,
+        principal: Principal,
+        *,
+        status: RunStatus | None = None,
+        graph: str | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_PAGE,
+    ) -> Page[Run]:
+        """One page of the runs ``principal`` may see (``ApproverRules.may_see_run``: those it
+        started, those with a request it may see, every run for an operator), newest first,
+        optionally of one status and/or graph."""
+        viewer = self.viewer(principal)
+        if graph is not None:
+            RequestFilter(tool=graph).check()
+        bound = listing_key(f"runs:{status}:{graph}", EVERY_REQUEST, viewer)
+        asof, after = _start(cursor, bound, EVERY_REQUEST, limit)
+        rows = await self.runs.page(
+            viewer, status=status, graph=graph, after=after, limit=limit + 1
+        )
+        next_cursor = None
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_cursor = Cursor(bound=bound, asof=asof, key=last.created_at, id=last.id).encode()
         return Page(items=rows[:limit], next_cursor=next_cursor)
 
     async def pending_counts(self, principal: Principal | None) -> tuple[int, dict[str, int]]:

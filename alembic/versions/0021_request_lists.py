@@ -14,6 +14,7 @@ pending requests each page must read about as many rows as it shows:
   GROUP BY over it (an index-only scan once vacuumed).
 - ``approval_requests_decided_v2`` (decided_at, id) over decided requests: the history,
   newest decision first; it replaces the decided_at-only index (the live view's scan).
+- ``runs_newest`` (created_at, id): the runs a principal may see, newest first.
 
 Revision ID: 0021
 Revises: 0020
@@ -42,6 +43,7 @@ def upgrade() -> None:
         CREATE INDEX approval_requests_decided_v2
             ON approval_requests (decided_at, id) WHERE decided_at IS NOT NULL;
         DROP INDEX approval_requests_decided_idx;
+        CREATE INDEX runs_newest ON runs (created_at, id);
         """
     )
 
@@ -49,6 +51,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.execute(
         """
+        DROP INDEX runs_newest;
         CREATE INDEX approval_requests_decided_idx
             ON approval_requests (decided_at) WHERE decided_at IS NOT NULL;
         DROP INDEX approval_requests_decided_v2;

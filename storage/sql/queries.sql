@@ -45,6 +45,28 @@ SELECT * FROM runs WHERE id = %(id)s;
 -- The newest run on a thread (the one new input continues).
 SELECT * FROM runs WHERE thread_id = %(thread_id)s ORDER BY created_at DESC, id DESC LIMIT 1;
 
+-- name: runs_page
+-- One page of the runs a viewer may see, newest first, after a keyset position (created_at,
+-- id): ApproverRules.may_see_run in SQL (an operator sees every run; anyone else those it
+-- started and those with a request it may see, of any status; see the request lists' note),
+-- optionally of one status and/or graph. Walks runs_newest (migration 0021), probing each
+-- run's requests by the (run_id, call_id, identity) key: a LATERAL with LIMIT 1, so that the
+-- probe stops at the first visible request and is never planned as a scan of every request.
+SELECT r.* FROM runs r
+  LEFT JOIN LATERAL (
+        SELECT true AS visible FROM approval_requests a
+         WHERE NOT %(operator)s AND a.run_id = r.id
+           AND (a.approvers && %(groups)s::text[]
+                OR (%(default_member)s AND a.approvers = '{}'))
+         LIMIT 1) v ON true
+ WHERE (%(operator)s OR r.started_by = %(principal)s OR v.visible)
+   AND (%(status)s::text IS NULL OR r.status = %(status)s)
+   AND (%(graph)s::text IS NULL OR r.graph = %(graph)s)
+   AND (%(after_key)s::timestamptz IS NULL
+        OR (r.created_at, r.id) < (%(after_key)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY r.created_at DESC, r.id DESC
+ LIMIT %(limit)s;
+
 -- name: settle_run_and_unlock
 -- Settle a run and release the thread lock this session took for it, with the step's
 -- interception records and audit events (approvals_settle_step_v2: `settled` is 'settled', or
@@ -200,33 +222,29 @@ SELECT g.name AS approver_group, sum(c.n)::bigint AS n,
 
 -- name: decided_page
 -- One page of the decided (or expired, superseded, cancelled) requests a viewer may see,
--- newest decision first, with who decided what and what happened after (the history).
+-- newest decision first, with who decided what and what happened after (the history). The
+-- page is chosen first, then only its rows are joined to their decision, run and execution.
 SELECT a.*, d.kind AS decision_kind, d.principal AS decision_principal,
        d.reason AS decision_reason, r.status AS run_status, t.status AS execution_status
-  FROM approval_requests a
+  FROM (SELECT * FROM approval_requests a
+         WHERE a.status <> 'pending' AND a.decided_at IS NOT NULL
+           AND (%(operator)s OR a.approvers && %(groups)s::text[]
+                OR (%(default_member)s AND a.approvers = '{}'))
+           AND (%(tool)s::text IS NULL OR a.tool = %(tool)s)
+           AND (%(group)s::text IS NULL OR a.approvers @> ARRAY[%(group)s::text]
+                OR (%(group_is_default)s AND a.approvers = '{}'))
+           AND (%(run_id)s::uuid IS NULL OR a.run_id = %(run_id)s::uuid)
+           AND (%(starter)s::text IS NULL OR a.requested_by = %(starter)s)
+           AND (%(created_after)s::timestamptz IS NULL OR a.created_at >= %(created_after)s)
+           AND (%(created_before)s::timestamptz IS NULL OR a.created_at < %(created_before)s)
+           AND (%(after_key)s::timestamptz IS NULL
+                OR (a.decided_at, a.id) < (%(after_key)s::timestamptz, %(after_id)s::uuid))
+         ORDER BY a.decided_at DESC, a.id DESC
+         LIMIT %(limit)s) a
   LEFT JOIN decisions d ON d.request_id = a.id
   JOIN runs r ON r.id = a.run_id
   LEFT JOIN tool_executions t ON t.run_id = a.run_id AND t.call_id = a.call_id
- WHERE a.status <> 'pending' AND a.decided_at IS NOT NULL
-   AND (%(operator)s OR a.approvers && %(groups)s::text[]
-        OR (%(default_member)s AND a.approvers = '{}'))
-   AND (%(tool)s::text IS NULL OR a.tool = %(tool)s)
-   AND (%(group)s::text IS NULL OR a.approvers @> ARRAY[%(group)s::text]
-        OR (%(group_is_default)s AND a.approvers = '{}'))
-   AND (%(run_id)s::uuid IS NULL OR a.run_id = %(run_id)s::uuid)
-   AND (%(starter)s::text IS NULL OR a.requested_by = %(starter)s)
-   AND (%(created_after)s::timestamptz IS NULL OR a.created_at >= %(created_after)s)
-   AND (%(created_before)s::timestamptz IS NULL OR a.created_at < %(created_before)s)
-   AND (%(after_key)s::timestamptz IS NULL
-        OR (a.decided_at, a.id) < (%(after_key)s::timestamptz, %(after_id)s::uuid))
- ORDER BY a.decided_at DESC, a.id DESC
- LIMIT %(limit)s;
-
--- name: custom_plans
--- Plan the rest of this transaction's statements for their parameters (a list query's plan
--- depends on them: an operator's, a small group's and a large group's differ), never with a
--- prepared statement's generic plan.
-SELECT set_config('plan_cache_mode', 'force_custom_plan', true);
+ ORDER BY a.decided_at DESC, a.id DESC;
 
 -- name: record_shown_tampered
 -- A request whose shown copy no longer matches its digest (edited behind the engine's back):

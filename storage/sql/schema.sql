@@ -907,6 +907,8 @@ CREATE INDEX run_events_status_idx ON public.run_events USING btree (at) WHERE (
 
 CREATE INDEX run_notification_deliveries_due_idx ON public.run_notification_deliveries USING btree (next_attempt_at) WHERE (status = ANY (ARRAY['sending'::text, 'retry'::text]));
 
+CREATE INDEX runs_newest ON public.runs USING btree (created_at, id);
+
 CREATE INDEX runs_thread_idx ON public.runs USING btree (thread_id);
 
 CREATE INDEX web_sessions_account ON public.web_sessions USING btree (account) WHERE (account IS NOT NULL);

@@ -17,8 +17,8 @@ TEXT = (STORAGE / "sql" / "queries.sql").read_text(encoding="utf-8")
 
 #: How storage modules name a query: the first argument of these calls (Database.one/all/run,
 #: storage.db.sql, and the helpers that pass a name on: PgToolLedger._close, audit._stream,
-#: PgApprovalRequests._custom_planned).
-NAMING_CALLS = {"one", "all", "run", "sql", "_close", "_stream", "_custom_planned"}
+#: storage.requests.custom_planned).
+NAMING_CALLS = {"one", "all", "run", "sql", "_close", "_stream", "custom_planned"}
 
 
 def used_names() -> dict[str, list[str]]:

@@ -177,3 +177,33 @@ async def test_the_inbox_and_the_history_page_by_next_links(
     assert ann.get("/history", params={"cursor": "garbage"}).status_code == 422
     assert ann.get("/", params={"min_age": "soon"}).status_code == 422
     assert ann.get("/", params={"run": "x"}).status_code == 422
+
+
+async def test_the_runs_list_pages_by_link_headers_too(server: Server, engine: Engine) -> None:
+    await load_requests(engine.url, rows=ROWS, runs=300)
+    secret = await person_token(engine, "ann", TEAM)
+    async with engine.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT DISTINCT run_id::text AS id FROM approval_requests WHERE %s = ANY(approvers)",
+            (TEAM,),
+        )
+        expected = {row["id"] for row in await cursor.fetchall()}
+    assert 0 < len(expected) < 300
+    with httpx.Client(
+        base_url=server.url, headers={"authorization": f"Bearer {secret}"}, timeout=60
+    ) as api:
+        seen: list[str] = []
+        url: str | None = "/api/v1/runs?limit=7"
+        for _ in range(200):
+            if url is None:
+                break
+            response = api.get(url)
+            assert response.status_code == 200, response.text
+            seen.extend(run["run_id"] for run in response.json())
+            link = response.links.get("next")
+            url = link["url"] if link else None
+        assert len(seen) == len(set(seen))
+        assert set(seen) == expected
+        assert api.get("/api/v1/runs?status=waiting&graph=bench").status_code == 200
+        for query in ("status=lost", "limit=0", "cursor=garbage", "graph="):
+            assert api.get(f"/api/v1/runs?{query}").status_code == 422, query
