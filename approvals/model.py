@@ -441,3 +441,8 @@ class ResumeCheck:
     interrupt_id: str | None
     #: The next sequence number of the run's interception trail.
     next_sequence: int
+    #: Who started the run ("" when there is no such run): a resume acts in their name.
+    started_by: str = ""
+    #: The run's input as admitted (what a resume passes to the graph again: its context and
+    #: configurable values; a held input's message).
+    run_input: dict[str, Any] = field(default_factory=dict)

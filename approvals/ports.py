@@ -234,8 +234,8 @@ class ResumeChecks(Protocol):
     async def begin(self, job: ResumeJob) -> ResumeCheck:
         """Log that the job's resume begins (``resume.started``) and read what it must know,
         in one statement whose snapshot is taken now, under the thread's lock the caller holds
-        (not from before it waited for it): the run's status, its trail's next sequence
-        number, the interrupt still waiting."""
+        (not from before it waited for it): the run's status, starter and input, its trail's
+        next sequence number, the interrupt still waiting."""
         ...
 
 

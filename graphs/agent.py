@@ -323,6 +323,12 @@ def build_agent(
         final = ctx["output"]["content"]
         return {"messages": [AIMessage(content=final if final is not None else "", id=reply.id)]}
 
+    def entry(state: AgentState) -> str:
+        # Only a message nobody governed yet goes through ``start``: the runner governs every
+        # other one before the graph runs, and a step that does nothing would still cost a
+        # checkpoint (and its write) on every run.
+        return "start" if state.get("new_input") else "agent"
+
     def after_start(state: AgentState) -> str:
         return END if state.get("blocked") else "agent"
 
@@ -376,7 +382,7 @@ def build_agent(
     builder.add_node("agent", agent)
     # A Send task takes a ToolTask, not the graph state; the stubs only know the latter.
     builder.add_node("tools", run_tool)  # type: ignore[arg-type]
-    builder.add_edge(START, "start")
+    builder.add_conditional_edges(START, entry, ["start", "agent"])
     builder.add_conditional_edges("start", after_start, ["agent", END])
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")

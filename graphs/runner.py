@@ -23,7 +23,7 @@ from langgraph.types import Command
 
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.json_values import check_inputs
-from approvals.model import JobStatus, ResumeJob, RunStatus
+from approvals.model import JobStatus, ResumeCheck, ResumeJob, RunStatus
 from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs, Settlement
 from graphs.admission import (
     HELD_INPUT_CALL,
@@ -350,7 +350,7 @@ class Runner:
             return await self._openai().resume(hosted, claimed, check)
         graph = self._registry.get(job.graph)
         if job.call_id == HELD_INPUT_CALL:
-            return await self._release_held(claimed, graph, check.next_sequence)
+            return await self._release_held(claimed, graph, check)
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
         payload: Any = await self._resume_payload(graph, config, job, check.interrupt_id)
         if isinstance(payload, _Finished):
@@ -358,15 +358,14 @@ class Runner:
             await claimed.complete(JobStatus.SKIPPED, None, settled.settlement)
             return None
         holder = SessionHolder(first_sequence=check.next_sequence)
-        run = await self._runs.get(job.run_id)
         keys = RunKeys(
             run_id=job.run_id,
             thread_id=job.thread_id,
-            principal=run.started_by if run is not None else "",
+            principal=check.started_by,
             graph=job.graph,
             # LangGraph checkpoints neither: the run's row kept them.
-            context=run.input.get("context") if run is not None else None,
-            configurable=run.input.get("configurable") if run is not None else None,
+            context=check.run_input.get("context"),
+            configurable=check.run_input.get("configurable"),
         )
         outcome = await self._invoke(graph, payload, keys, holder)
         await claimed.complete(
@@ -410,31 +409,29 @@ class Runner:
         return await self._start_held(graph, holder, state, keys, content, blocked)
 
     async def _release_held(
-        self, claimed: ClaimedJob, graph: Pregel[Any, Any, Any, Any], sequence: int
+        self, claimed: ClaimedJob, graph: Pregel[Any, Any, Any, Any], check: ResumeCheck
     ) -> RunOutcome | None:
         """A held input's decision: ask ``input`` again (answered from the stored decision)
         and start the graph with the message as approved, or end the run blocked."""
         job = claimed.job
-        run = await self._runs.get(job.run_id)
+        given = check.run_input
         gate = input_gate(graph)
-        if run is None or gate is None or not isinstance(run.input.get("message"), str):
+        if check.run_status is None or gate is None or not isinstance(given.get("message"), str):
             await claimed.complete(JobStatus.FAILED, "the held input cannot be read", None)
             return None
-        message = run.input["message"]
-        own = {
-            k: v for k, v in run.input.items() if k not in ("message", "context", "configurable")
-        }
+        message = given["message"]
+        own = {k: v for k, v in given.items() if k not in ("message", "context", "configurable")}
         keys = RunKeys(
             run_id=job.run_id,
             thread_id=job.thread_id,
-            principal=run.started_by,
+            principal=check.started_by,
             graph=job.graph,
-            context=run.input.get("context"),
-            configurable=run.input.get("configurable"),
+            context=given.get("context"),
+            configurable=given.get("configurable"),
         )
-        holder = SessionHolder(first_sequence=sequence)
+        holder = SessionHolder(first_sequence=check.next_sequence)
         session = holder.get(
-            gate.governance, graph=job.graph, run_id=job.run_id, principal=run.started_by
+            gate.governance, graph=job.graph, run_id=job.run_id, principal=check.started_by
         )
         try:
             content, blocked = await emit_held_input(session, self._engine_run(keys), message)

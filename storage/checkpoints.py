@@ -34,6 +34,8 @@ class PgResumeChecks:
             run_status=RunStatus(row["run_status"]) if row["run_status"] else None,
             interrupt_id=self._waiting_on(row["types"] or [], row["blobs"] or [], job.request_id),
             next_sequence=int(row["next_sequence"]),
+            started_by=row["started_by"] or "",
+            run_input=row["input"] if isinstance(row["input"], dict) else {},
         )
 
     def _waiting_on(self, types: list[str], blobs: list[bytes], request_id: str) -> str | None:

@@ -266,8 +266,9 @@ class MemoryResumeQueue:
 
 
 class MemoryResumeChecks:
-    """What a resume reads under its thread's lock: the run's status, its trail's next
-    sequence number, and the interrupt its last settled step waits on for the job's request."""
+    """What a resume reads under its thread's lock: the run's status, starter and input, its
+    trail's next sequence number, and the interrupt its last settled step waits on for the
+    job's request."""
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self._store = store if store is not None else MemoryStore()
@@ -280,4 +281,6 @@ class MemoryResumeChecks:
             run_status=run.status if run else None,
             interrupt_id=store.waiting.get(job.thread_id, {}).get(job.request_id),
             next_sequence=max(sequences) + 1 if sequences else 0,
+            started_by=run.started_by if run else "",
+            run_input=dict(run.input) if run and isinstance(run.input, dict) else {},
         )

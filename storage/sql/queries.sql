@@ -514,8 +514,8 @@ SELECT * FROM audit_events WHERE run_id = %(run_id)s ORDER BY id;
 -- name: begin_resume
 -- A resume begins under the thread's lock: its audit event (resume.started, for a queued job),
 -- and what it re-reads, in one statement (so one snapshot, taken after the lock was granted):
--- the run's status, its trail's next sequence number, and the interrupts the thread's latest
--- checkpoint waits on. The last reads LangGraph's own tables (owned by its setup()), so the
+-- the run's status, starter and input, its trail's next sequence number, and the interrupts the
+-- thread's latest checkpoint waits on. The last reads LangGraph's own tables (owned by its setup()), so the
 -- check does not load and decode the conversation. Run on a connection of its own, not in the
 -- claim's transaction: an audit insert holds the chain's head until its transaction ends, and
 -- the claim's lasts the whole step (whose own events would wait for it).
@@ -526,7 +526,7 @@ WITH started AS (
       FROM resume_queue q JOIN approval_requests a ON a.id = q.request_id
      WHERE q.id = %(job)s
 )
-SELECT r.status AS run_status,
+SELECT r.status AS run_status, r.started_by, r.input,
        (SELECT COALESCE(max(i.sequence) + 1, 0) FROM interception_records i
          WHERE i.run_id = %(run_id)s) AS next_sequence,
        w.types, w.blobs

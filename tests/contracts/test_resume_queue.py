@@ -208,7 +208,7 @@ async def test_a_resume_check_reads_the_run_and_its_trail(adapters: Adapters) ->
         thread_id=f"thread-{uuid.uuid4().hex[:8]}",
         graph="refund",
         started_by="local:alice",
-        input={},
+        input={"message": "refund 1001", "context": {"shop": "eu"}},
     )
     async with adapters.runs.begin(run) as lease:
         lease.settle(
@@ -229,6 +229,9 @@ async def test_a_resume_check_reads_the_run_and_its_trail(adapters: Adapters) ->
         3,
         None,
     )
+    # What the resume acts with, from the same read: no second look at the run's row.
+    assert check.started_by == "local:alice"
+    assert check.run_input == {"message": "refund 1001", "context": {"shop": "eu"}}
 
 
 async def test_a_resume_check_of_an_unknown_run_finds_nothing(adapters: Adapters) -> None:
@@ -246,3 +249,4 @@ async def test_a_resume_check_of_an_unknown_run_finds_nothing(adapters: Adapters
     check = await adapters.checks.begin(job)
 
     assert (check.run_status, check.next_sequence, check.interrupt_id) == (None, 0, None)
+    assert (check.started_by, check.run_input) == ("", {})
