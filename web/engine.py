@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -176,6 +177,10 @@ class Engine:
     run_events: PgRunEvents
     #: Tells people when calls wait or are escalated; run by the worker processes.
     notifier: Notifier
+    #: pending_counts' recent answers, per visibility: (when, (total, per group)).
+    _counts: dict[tuple[bool, tuple[str, ...], bool], tuple[float, tuple[int, dict[str, int]]]] = (
+        field(default_factory=dict)
+    )
 
     @cached_property
     def _graphs(self) -> _Graphs:
@@ -597,8 +602,22 @@ class Engine:
 
     async def pending_counts(self, principal: Principal | None) -> tuple[int, dict[str, int]]:
         """How many pending requests ``principal`` may see, in all and per approver group
-        that may decide them (``None``: the console, every request)."""
-        return await self.requests.pending_counts(self.viewer(principal))
+        that may decide them (``None``: the console, every request); at most
+        ``COUNTS_MAX_AGE_SECONDS`` old."""
+        viewer = self.viewer(principal)
+        # The count reads every visible pending request (one GROUP BY over an index: a few
+        # hundred milliseconds at a million), and every inbox view and live reload asks for
+        # it: principals who see the same requests share one count for a few seconds.
+        key = (viewer.operator, viewer.groups if not viewer.operator else (), viewer.default_member)
+        now = time.monotonic()
+        cached = self._counts.get(key)
+        if cached is not None and now - cached[0] < COUNTS_MAX_AGE_SECONDS:
+            return cached[1]
+        counted = await self.requests.pending_counts(viewer)
+        if len(self._counts) > 1000:
+            self._counts.clear()
+        self._counts[key] = (now, counted)
+        return counted
 
     async def recheck_edit(self, request: PendingCall, args: dict[str, Any]) -> dict[str, Any]:
         """The edited ``args`` as the tool parses them, once the run's policy and the tool's
@@ -710,6 +729,10 @@ class Engine:
             else:
                 await self.requests.record_tampered(request, principal=viewer)
         return intact
+
+
+#: How old a count of pending requests per group may be when it is shown.
+COUNTS_MAX_AGE_SECONDS = 5.0
 
 
 def _start(
