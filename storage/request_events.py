@@ -18,7 +18,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import psycopg
 
@@ -112,11 +112,14 @@ class RequestFeed:
         wants: Callable[[RequestEvent], bool],
         session: str | None,
         backlog: int,
+        owner: str | None = None,
     ) -> None:
         self._hub = hub
         self.wants = wants
         #: The hash of the web session this feed belongs to, if any.
         self.session = session
+        #: Whose feed it is (``subscribe``'s ``owner``), if anyone's.
+        self.owner = owner
         self._events: deque[RequestEvent] = deque()
         self._backlog = backlog
         self._missed = False
@@ -174,6 +177,7 @@ class RequestEventHub:
         self._backlog = backlog
         self._feeds: set[RequestFeed] = set()
         self._by_session: dict[str, set[RequestFeed]] = {}
+        self._by_owner: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
@@ -182,25 +186,69 @@ class RequestEventHub:
         """How many feeds are open in this process."""
         return len(self._feeds)
 
+    def feeds_of(self, owner: str) -> int:
+        """How many feeds ``owner`` holds open in this process."""
+        return self._by_owner.get(owner, 0)
+
+    @overload
     async def subscribe(
-        self, wants: Callable[[RequestEvent], bool], *, session_id: str | None = None
-    ) -> RequestFeed:
+        self,
+        wants: Callable[[RequestEvent], bool],
+        *,
+        session_id: str | None = None,
+        owner: str | None = None,
+        limit: None = None,
+    ) -> RequestFeed: ...
+
+    @overload
+    async def subscribe(
+        self,
+        wants: Callable[[RequestEvent], bool],
+        *,
+        session_id: str | None = None,
+        owner: str,
+        limit: int,
+    ) -> RequestFeed | None: ...
+
+    async def subscribe(
+        self,
+        wants: Callable[[RequestEvent], bool],
+        *,
+        session_id: str | None = None,
+        owner: str | None = None,
+        limit: int | None = None,
+    ) -> RequestFeed | None:
         """A feed of the changes ``wants`` takes, from now on; ``session_id``: the web session
-        whose end ends the feed. ``DatabaseUnavailable`` when the hub cannot listen (so a
-        request fails before its stream starts)."""
+        whose end ends the feed. ``None`` when ``owner`` already holds ``limit`` feeds (counted
+        and taken in one step, so clients racing each other cannot pass it).
+        ``DatabaseUnavailable`` when the hub cannot listen (so a request fails before its
+        stream starts)."""
         async with self._lock:
             if self._task is None or self._task.done():
                 conn = await self._connect()
                 self._task = asyncio.create_task(self._listen(conn), name="request-event-hub")
+        # No await from here on: the count and the new feed are one step.
+        if owner is not None and limit is not None and self.feeds_of(owner) >= limit:
+            return None
         session = session_hash(session_id) if session_id is not None else None
-        feed = RequestFeed(self, wants, session, self._backlog)
+        feed = RequestFeed(self, wants, session, self._backlog, owner)
         self._feeds.add(feed)
         if session is not None:
             self._by_session.setdefault(session, set()).add(feed)
+        if owner is not None:
+            self._by_owner[owner] = self.feeds_of(owner) + 1
         return feed
 
     def unsubscribe(self, feed: RequestFeed) -> None:
+        if feed not in self._feeds:
+            return
         self._feeds.discard(feed)
+        if feed.owner is not None:
+            left = self.feeds_of(feed.owner) - 1
+            if left > 0:
+                self._by_owner[feed.owner] = left
+            else:
+                self._by_owner.pop(feed.owner, None)
         if feed.session is not None:
             feeds = self._by_session.get(feed.session)
             if feeds is not None:

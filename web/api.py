@@ -40,7 +40,7 @@ from approvals.listing import (
 from approvals.model import PendingCall, Run, RunStatus, Vote
 from approvals.principals import Principal
 from web.engine import Engine
-from web.errors import ERROR_RESPONSES, ApiError
+from web.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from web.request_stream import open_stream as open_request_stream
 from web.run_stream import parse_after
 from web.run_stream import run_events as stream_run_events
@@ -374,7 +374,10 @@ def router() -> APIRouter:
         "/pending/events",
         summary="Changes of the requests you may see, as they happen (server-sent events)",
         response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}}},
+        responses={
+            200: {"content": {"text/event-stream": {}}},
+            429: {"model": ErrorBody, "description": "You already hold 16 streams here"},
+        },
     )
     async def pending_events(request: Request, principal: Caller) -> StreamingResponse:
         """``request`` (``{id, run_id, tool, kind, status}``: a request you may see, or of a

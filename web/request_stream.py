@@ -17,12 +17,18 @@ Events:
 - ``signed-out``: the session ended, or the token was revoked (or its groups changed); the
   stream closes.
 
-There are no event ids and nothing to replay: a client that reconnects re-reads its list.
+There are no event ids and nothing to replay: a client that reconnects re-reads its list (a
+``Last-Event-ID`` header is ignored). A stream asks again every ``KEEPALIVE_SECONDS`` whether
+its principal is still signed in as it was, busy or idle: a principal whose groups changed must
+not go on hearing of its old groups' requests. One principal holds at most
+``MAX_STREAMS_PER_PRINCIPAL`` streams per web process (429 beyond): each one is a connection,
+a task and a backlog of up to a thousand changes, which no single client needs more of.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -32,10 +38,15 @@ from approvals.authz import ApproverRules
 from approvals.errors import DatabaseUnavailable
 from approvals.principals import Principal
 from web.engine import Engine, RequestEvent, RequestEventKind, RequestFeed
+from web.errors import ApiError
 
-#: With nothing to tell, a comment this often keeps proxies from closing the stream, and the
-#: stream checks that its principal is still signed in (a revoked token's stream ends then).
+#: With nothing to tell, a comment this often keeps proxies from closing the stream; this often,
+#: too, whether busy or idle, the stream checks that its principal is still signed in (a
+#: revoked token's stream ends then).
 KEEPALIVE_SECONDS = 15.0
+#: Streams one principal may hold open in one web process: a browser's tabs on the inbox (six
+#: on HTTP/1.1 share the host's connections anyway), scripts, a few spare.
+MAX_STREAMS_PER_PRINCIPAL = 16
 
 StillSignedIn = Callable[[], Awaitable[bool]]
 
@@ -67,22 +78,26 @@ async def request_events(feed: RequestFeed, still_signed_in: StillSignedIn) -> A
     try:
         # The feed was taken before this line: what changes after it is news.
         yield b"retry: 3000\n\n"
+        checked = time.monotonic()
         while True:
             news = await feed.wait(KEEPALIVE_SECONDS)
-            if news is None:
-                if not await _signed_in(still_signed_in):
-                    yield sse({}, kind="signed-out")
-                    return
-                yield b": keepalive\n\n"
-                continue
-            if news.session_ended:
+            if news is not None and news.session_ended:
                 yield sse({}, kind="signed-out")
                 return
-            if news.missed:
-                # A session that ended meanwhile may not have been heard either.
+            # Asked on a clock, not only when idle: a stream kept busy (its groups' requests
+            # changing more often than every KEEPALIVE_SECONDS) would never be asked, and a
+            # revoked token, or one moved out of a group, would go on hearing.
+            due = time.monotonic() - checked >= KEEPALIVE_SECONDS
+            # After missed changes, a session that ended meanwhile may not have been heard.
+            if due or news is None or news.missed:
                 if not await _signed_in(still_signed_in):
                     yield sse({}, kind="signed-out")
                     return
+                checked = time.monotonic()
+            if news is None:
+                yield b": keepalive\n\n"
+                continue
+            if news.missed:
                 yield sse({}, kind="resync")
             for event in news.events:
                 yield sse(event.to_json(), kind="request")
@@ -113,7 +128,16 @@ async def open_stream(
     def wants(event: RequestEvent) -> bool:
         return hears(rules, principal, event)
 
-    feed = await engine.request_streams.subscribe(wants, session_id=session_id)
+    feed = await engine.request_streams.subscribe(
+        wants, session_id=session_id, owner=principal.id, limit=MAX_STREAMS_PER_PRINCIPAL
+    )
+    if feed is None:
+        raise ApiError(
+            429,
+            "too_many_streams",
+            f"you already follow the requests on {MAX_STREAMS_PER_PRINCIPAL} streams here;"
+            " close one first",
+        )
     return StreamingResponse(
         request_events(feed, still_signed_in),
         media_type="text/event-stream",
