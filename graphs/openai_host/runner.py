@@ -178,9 +178,10 @@ class OpenAIRunner:
         found = state_version(stored.state)
         bound = decided.state_version if decided is not None else None
         pending_here = job.request_id in waiting.values()
-        if found != stored.version or (pending_here and bound != stored.version):
-            # The state is not the one the run paused with: someone changed it where it is
-            # kept. Nothing of it runs; the run fails and the audit log says why.
+
+        async def refuse(error: str) -> RunOutcome:
+            # Nothing of the state runs; the run fails, the job ends (it is never retried),
+            # and the audit log says why.
             call_id = decided.call_id if decided is not None else job.call_id
             await states.record_refused(
                 run_id=job.run_id,
@@ -189,7 +190,6 @@ class OpenAIRunner:
                 expected=bound or stored.version,
                 found=found,
             )
-            error = "the stored run state was altered: the resume was refused"
             log.error("run %s: %s", job.run_id, error, extra={"run_id": job.run_id})
             failed = RunOutcome(
                 run_id=job.run_id,
@@ -199,6 +199,11 @@ class OpenAIRunner:
             )
             await claimed.complete(JobStatus.FAILED, error, failed.settlement)
             return failed
+
+        if found != stored.version or (pending_here and bound != stored.version):
+            # The state is not the one the run paused with: someone changed it where it is
+            # kept.
+            return await refuse("the stored run state was altered: the resume was refused")
         if not pending_here:
             # Already resumed (a sibling call's job, or a worker that died after storing the
             # state): settle the run from where the stored state stands, so it never stays
@@ -213,7 +218,19 @@ class OpenAIRunner:
             )
             await claimed.complete(JobStatus.SKIPPED, "already resumed", settled.settlement)
             return None
-        state: RunState[Any, Any] = await RunState.from_json(host.agent, json.loads(stored.state))
+        try:
+            state: RunState[Any, Any] = await RunState.from_json(
+                host.agent, json.loads(stored.state)
+            )
+        except Exception as exc:
+            # Its versions match, yet the SDK cannot read it as a state of this agent (another
+            # agent's name, no state at all): whoever rewrote the state rewrote its versions
+            # too, or another SDK release wrote it. Raised from here, it would fail the
+            # worker's pass and leave the job queued to fail every pass after.
+            return await refuse(
+                "the stored run state cannot be read as a state of this agent"
+                f" ({type(exc).__name__}: {str(exc)[:200]}): the resume was refused"
+            )
         applied = 0
         rejected: list[Any] = []
         for item in state.get_interruptions():
