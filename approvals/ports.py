@@ -171,6 +171,9 @@ class Settlement:
     waiting_on: tuple[tuple[str, str], ...] = ()
     #: The payload-free interception records of the step, wire-shaped (AGENT-HOOKS-0.1 §10.3).
     records: tuple[dict[str, Any], ...] = ()
+    #: The step's node updates (node, data) not recorded yet, in order: written before the
+    #: settlement's status, which ends what a stream of the run shows of the step.
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

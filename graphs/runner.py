@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
 from graphs.run_config import EngineRun, engine_configurable
+from graphs.step_events import RunEventSink, StepEvents, StepUpdates
 from graphs.streaming import Publish, invoke_streaming
 from graphs.structured import StructuredAnswer
 
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("approvals.runner")
 
 MAX_MESSAGE_LENGTH = 20_000
-#: Records one node update of a run's step (``run_id, node, data``): where streams read it.
-RunEventSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,6 +57,8 @@ class RunOutcome:
     answer: str | None = None
     waiting_on: tuple[tuple[str, str], ...] = ()
     records: tuple[dict[str, Any], ...] = ()
+    #: The step's node updates its settlement writes (``graphs.step_events``).
+    events: StepUpdates = ()
 
     @property
     def pending(self) -> list[str]:
@@ -73,6 +74,7 @@ class RunOutcome:
             answer=self.answer,
             waiting_on=self.waiting_on,
             records=self.records,
+            events=self.events,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -526,16 +528,28 @@ class Runner:
             }
         }
         observe = keys.observe
+        # The step's node updates are written by its settlement (graphs.step_events).
+        updates = StepEvents(run_id, self._events) if self._events is not None else None
 
         async def publish(node: str, data: dict[str, Any]) -> None:
-            if self._events is not None:
-                await self._events(run_id, node, data)
+            if updates is not None:
+                updates.add(node, data)
             if observe is not None:
                 await observe(node, data)
 
-        outcome = await self._invoke_in(
-            graph, payload, run_id, thread_id, config, keys.context, publish
-        )
+        try:
+            outcome = await self._invoke_in(
+                graph, payload, run_id, thread_id, config, keys.context, publish
+            )
+        except Exception:
+            if updates is not None:
+                await updates.abandon()
+            raise
+        finally:
+            if updates is not None:
+                updates.stop()
+        if updates is not None:
+            outcome = dataclasses.replace(outcome, events=await updates.take())
         return await self._ended(holder, outcome)
 
     async def _ended(self, holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:

@@ -1,9 +1,10 @@
 """Runs and the tool-execution ledger.
 
-A run is settled in one place, the SQL function ``approvals_settle_step_v2`` (migration 0017),
+A run is settled in one place, the SQL function ``approvals_settle_step_v3`` (migration 0024),
 whether the step ended in the process that started the run (``PgRuns.begin``) or in a worker
-closing a resume job (``storage.queue``). Its rules: the step's interception records are always
-kept; a cancelled run is final, so settling it to another status is refused (audited as
+closing a resume job (``storage.queue``). Its rules: the step's interception records, and the
+node updates it is given, are always kept (the updates before the run's status event); a
+cancelled run is final, so settling it to another status is refused (audited as
 ``run.settle_refused``) and the function says so, which the writers log and keep as
 ``outcome``.
 """
@@ -26,7 +27,7 @@ from storage.requests import custom_planned
 
 log = logging.getLogger(__name__)
 
-#: What ``approvals_settle_step_v2`` answers when a settlement to a cancelled run is refused.
+#: What ``approvals_settle_step_v3`` answers when a settlement to a cancelled run is refused.
 REFUSED = "refused"
 
 
@@ -51,6 +52,7 @@ def settlement_params(settlement: Settlement) -> dict[str, Any]:
         "request_ids": [request_id for request_id, _ in settlement.waiting_on],
         "interrupt_ids": [interrupt_id for _, interrupt_id in settlement.waiting_on],
         "records": json(list(settlement.records)),
+        "events": json([{"node": node, "data": data} for node, data in settlement.events]),
     }
 
 

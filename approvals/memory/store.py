@@ -94,6 +94,8 @@ class MemoryStore:
     effects: list[dict[str, Any]] = field(default_factory=list)
     #: Per run: its interception records, as settlements wrote them.
     records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Per run: the node updates (node, data) its settlements carried, in order.
+    updates: dict[str, list[tuple[str, dict[str, Any]]]] = field(default_factory=dict)
     #: Per thread: the interrupts its last settled step waits on (request id -> interrupt id),
     #: which is what the thread's latest checkpoint holds in the PostgreSQL engine.
     waiting: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -170,9 +172,11 @@ class MemoryStore:
         return decision
 
     def settle(self, settlement: Settlement, *, with_status: bool = True) -> None:
-        """The end of a step (``approvals_settle_step``): its interception records and, with
-        ``with_status``, the run's settlement. A cancelled run keeps its status (PostgreSQL's
-        ``runs_cancelled_is_final`` trigger drops the write)."""
+        """The end of a step (``approvals_settle_step``): its node updates and interception
+        records and, with ``with_status``, the run's settlement. A cancelled run keeps its
+        status (PostgreSQL's ``runs_cancelled_is_final`` trigger drops the write)."""
+        if settlement.events:
+            self.updates.setdefault(settlement.run_id, []).extend(settlement.events)
         self.records.setdefault(settlement.run_id, []).extend(settlement.records)
         if not with_status:
             return

@@ -69,11 +69,11 @@ SELECT r.* FROM runs r
 
 -- name: settle_run_and_unlock
 -- Settle a run and release the thread lock this session took for it, with the step's
--- interception records and audit events (approvals_settle_step_v2: `settled` is 'settled', or
--- 'refused' when the run had been cancelled).
-SELECT approvals_settle_step_v2(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
+-- interception records, node updates and audit events (approvals_settle_step_v3: `settled` is
+-- 'settled', or 'refused' when the run had been cancelled).
+SELECT approvals_settle_step_v3(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
                                 %(answer)s, %(request_ids)s::uuid[],
-                                %(interrupt_ids)s::text[]) AS settled,
+                                %(interrupt_ids)s::text[], %(events)s::jsonb) AS settled,
        pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
 
 -- ==== approval requests (storage/requests.py) ====
@@ -392,9 +392,10 @@ SELECT pg_advisory_lock(approvals_thread_lock_key_v1(%(thread_id)s))::text AS lo
 SELECT pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
 
 -- name: finish_job
--- Close a claimed job, and end its step (approvals_settle_step_v2: the step's interception
--- records, the run's settlement when a status is given, their audit events), then write the
--- job's end (resume.finished, .skipped or .failed), after the settlement locked its rows.
+-- Close a claimed job, and end its step (approvals_settle_step_v3: the step's interception
+-- records and node updates, the run's settlement when a status is given, their audit events),
+-- then write the job's end (resume.finished, .skipped or .failed), after the settlement locked
+-- its rows.
 -- Returns the settlement's outcome: 'settled', 'refused' (the run had been cancelled) or
 -- 'recorded' (no run status given).
 WITH job AS (
@@ -404,9 +405,9 @@ WITH job AS (
      WHERE id = %(id)s
     RETURNING *
 ), settled AS (
-    SELECT approvals_settle_step_v2(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
+    SELECT approvals_settle_step_v3(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
                                     %(answer)s, %(request_ids)s::uuid[],
-                                    %(interrupt_ids)s::text[]) AS outcome
+                                    %(interrupt_ids)s::text[], %(events)s::jsonb) AS outcome
 ), audit AS (
     INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version, data)
     SELECT CASE job.status WHEN 'done' THEN 'resume.finished' ELSE 'resume.' || job.status END,

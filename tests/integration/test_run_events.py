@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from graphs.step_events import StepEvents
 from storage.run_events import RunEventHub
 from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine
@@ -130,3 +131,50 @@ async def test_a_stream_is_woken_by_its_runs_events_only_and_outlives_a_lost_con
         sub.close()
     finally:
         await hub.close()
+
+
+def shape(events: list[Any]) -> list[str]:
+    """The kinds of a run's events, a status as its value, a run of updates as one."""
+    out: list[str] = []
+    for e in events:
+        kind = e["data"]["status"] if e["kind"] == "status" else e["kind"]
+        if not (kind == "update" and out and out[-1] == "update"):
+            out.append(kind)
+    return out
+
+
+async def test_each_steps_updates_are_recorded_in_order_before_the_status_it_ends_with(
+    hosts: Engine,
+) -> None:
+    run, seen = await run_to_the_end(hosts, "refund", "refund 1001")
+    recorded = await hosts.run_events.after(run.id, 0)
+    # Written by each step's settlement (or on the way), never after its status: a stream,
+    # which stops at "waiting", has sent the step's updates by then.
+    assert shape(recorded) == ["running", "update", "waiting", "resuming", "update", "completed"]
+    first = [e for e in recorded if e["kind"] == "update"][: len(seen)]
+    assert [{"node": e["node"], **e["data"]} for e in first] == seen
+
+
+async def test_a_long_steps_updates_are_written_on_the_way_and_the_rest_by_its_settlement(
+    hosts: Engine,
+) -> None:
+    run = await hosts.runner.start("mask_output", {"message": "refund 1001"}, principal="a")
+    before = len(await hosts.run_events.after(run.run_id, 0))
+    updates = StepEvents(run.run_id, hosts.run_events.publish, flush_after=0.05)
+    updates.add("agent", {"messages": [{"content": "thinking", "tool_calls": []}]})
+    updates.add("tools", {"messages": []})
+    for _ in range(200):
+        written = (await hosts.run_events.after(run.run_id, 0))[before:]
+        if len(written) == 2:
+            break
+        await asyncio.sleep(0.05)
+    # A stream of the step saw them while it ran, in order.
+    assert [e["node"] for e in written] == ["agent", "tools"]
+    updates.add("agent", {"messages": [{"content": "done", "tool_calls": []}]})
+    # The step ends: what was not written yet goes to its settlement, once.
+    assert await updates.take() == (
+        ("agent", {"messages": [{"content": "done", "tool_calls": []}]}),
+    )
+    updates.add("late", {"messages": []})
+    await asyncio.sleep(0.2)
+    assert len(await hosts.run_events.after(run.run_id, 0)) == before + 2
