@@ -37,6 +37,7 @@ from approvals.model import DecisionKind, DecisionRecord, ExecutionStatus, Pendi
 from approvals.ports import NewRequest
 from graphs.deps import GraphDeps
 from graphs.governance import ApprovalSlot, Governance, Session
+from graphs.openai_host.storable import storable, storable_text
 from graphs.resolver import ANSWERED_BY_APPROVER, EDITED_BY_APPROVER
 from graphs.tools import ToolCall
 
@@ -417,21 +418,24 @@ class HostRun:
         try:
             result = await run()
         except Exception as exc:  # the tool's own failure is reported to the model
-            message = f"{type(exc).__name__}: {exc}"[:500]
+            message = storable_text(f"{type(exc).__name__}: {exc}"[:500])
             await ledger.finish(
                 run_id=self.run_id, call_id=call_id, status=ExecutionStatus.FAILED, error=message
             )
             return _error("tool_failed", message)
         finally:
             _CURRENT_CALL.reset(token)
+        # The ledger keeps what the tool returned, and the model is given the same: a NUL or
+        # a lone surrogate (which PostgreSQL cannot store) as a visible escape.
+        kept = _storable(result)
         await ledger.finish(
             run_id=self.run_id,
             call_id=call_id,
             status=ExecutionStatus.SUCCEEDED,
-            result=_storable(result),
+            result=kept,
         )
         self.counts[tool.name] = self.counts.get(tool.name, 0) + 1
-        return result
+        return result if kept == result else kept
 
 
 _CURRENT_RUN: ContextVar[HostRun | None] = ContextVar("approvals_openai_run", default=None)
@@ -547,9 +551,10 @@ def _denied(blocked: InterceptionBlocked, decision: DecisionRecord | None) -> st
 
 
 def _storable(result: Any) -> Any:
-    """The result as the ledger keeps it: JSON as it is, anything else as its text."""
+    """The result as the ledger keeps it: JSON as it is, anything else as its text, with
+    what PostgreSQL cannot store escaped (``storable``)."""
     try:
         json.dumps(result)
     except (TypeError, ValueError):
-        return str(result)
-    return result
+        return storable_text(str(result))
+    return storable(result)

@@ -33,6 +33,7 @@ from graphs.deps import GraphDeps
 from graphs.governance import SessionHolder, record_row
 from graphs.openai_host.host import HostRun, OpenAIHost, enter, leave, reachable
 from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates
+from graphs.openai_host.storable import storable_text
 from graphs.runner import RunOutcome
 
 log = logging.getLogger("approvals.openai")
@@ -229,7 +230,8 @@ class OpenAIRunner:
             # worker's pass and leave the job queued to fail every pass after.
             return await refuse(
                 "the stored run state cannot be read as a state of this agent"
-                f" ({type(exc).__name__}: {str(exc)[:200]}): the resume was refused"
+                f" ({type(exc).__name__}: {storable_text(str(exc)[:200])}): the resume was"
+                " refused"
             )
         applied = 0
         rejected: list[Any] = []
@@ -314,7 +316,7 @@ class OpenAIRunner:
                 run_id=run_id,
                 thread_id=thread_id,
                 status=RunStatus.FAILED,
-                error=f"{type(exc).__name__}: {exc}"[:1000],
+                error=storable_text(f"{type(exc).__name__}: {exc}"[:1000]),
             )
         finally:
             leave(token)
@@ -352,6 +354,9 @@ class OpenAIRunner:
             answer = final if isinstance(final, str) else None
             if final is not None and answer is None:
                 answer = json.dumps(_plain(final), sort_keys=True, default=str)
+            if answer is not None:
+                # A model may repeat what a tool read: kept as the run's answer, escaped.
+                answer = storable_text(answer)
             released, stopped = await _emit_output(session, answer)
             if stopped is not None:
                 outcome = _blocked(stopped, run_id, thread_id)

@@ -72,3 +72,83 @@ async def test_a_stored_state_forged_into_another_shape_fails_the_run_once(
         run.run_id,
     )
     assert refused == 1
+
+
+#: What a hostile system hands an approved tool to return: a NUL and a lone surrogate.
+HOSTILE = "before\x00after \ud800 end"
+#: The same, as the ledger, the model and the run's answer keep it.
+ESCAPED = "before\\u0000after \\ud800 end"
+
+
+def hostile_script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+    if "note-1" not in outputs:
+        return [("note-1", "fetch_note", {"note_id": "1"})], ""
+    # The model repeats what the tool said, bytes and all.
+    return [], f"The note says: {outputs['note-1']}\x00"
+
+
+def hostile_agent(deps: Any, script: Any = hostile_script) -> Any:
+    from agents import Agent, function_tool
+
+    from graphs.examples.openai_refund import ScriptedModel
+
+    # failure_error_function=None: a failure reaches the host (the SDK would otherwise
+    # answer the model with its own message and the call would look successful).
+    @function_tool(needs_approval=True, failure_error_function=None)
+    async def fetch_note(note_id: str) -> str:
+        """Read a note someone else wrote."""
+        if note_id == "broken":
+            raise ValueError(HOSTILE)
+        return HOSTILE
+
+    return Agent(name="notes", model=ScriptedModel(script), tools=[fetch_note])
+
+
+def failing_script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+    if "note-1" not in outputs:
+        return [("note-1", "fetch_note", {"note_id": "broken"})], ""
+    return [], f"The tool said: {outputs['note-1']}"
+
+
+def failing_agent(deps: Any) -> Any:
+    return hostile_agent(deps, failing_script)
+
+
+async def _approved_and_resumed(engine: Engine, name: str, attr: str) -> Any:
+    engine.registry._entries[name] = f"tests.integration.test_attacks_openai:{attr}"
+    run = await engine.runner.start(name, {"message": "read note 1"}, principal="alice")
+    assert run.status == "waiting", run
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    assert await engine.drain() == 1
+    assert await engine.drain() == 0
+    ended = await engine.runs.get(run.run_id)
+    assert ended is not None
+    return ended
+
+
+async def test_an_approved_tool_returning_hostile_bytes_is_kept_escaped_and_the_run_ends(
+    engine: Engine,
+) -> None:
+    """A tool's result is not the engine's to choose: a NUL or a lone surrogate in it (and in
+    the model's answer that repeats it) is kept as a visible escape, by the ledger, the
+    model and the run alike; the run completes and the tool ran once."""
+    ended = await _approved_and_resumed(engine, "notes", "hostile_agent")
+    assert ended.status == "completed", ended
+    assert ended.answer == f"The note says: {ESCAPED}\\u0000"
+    [execution] = await engine.ledger.for_run(ended.id)
+    assert execution.status == "succeeded"
+    assert execution.result == ESCAPED
+    assert (await engine.report(ended.id))["status"] == "completed"
+
+
+async def test_a_tool_failing_with_hostile_bytes_is_told_to_the_model_escaped(
+    engine: Engine,
+) -> None:
+    ended = await _approved_and_resumed(engine, "broken_notes", "failing_agent")
+    assert ended.status == "completed", ended
+    assert ended.answer is not None
+    told = json.loads(ended.answer.removeprefix("The tool said: "))
+    assert told["error"] == {"code": "tool_failed", "message": f"ValueError: {ESCAPED}"}
+    [execution] = await engine.ledger.for_run(ended.id)
+    assert execution.status == "failed"
+    assert execution.error == f"ValueError: {ESCAPED}"
