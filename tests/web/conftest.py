@@ -4,7 +4,6 @@ engine on this test's database (and a resume worker), plus signed-in clients."""
 from __future__ import annotations
 
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +16,7 @@ import uvicorn
 
 from web.app import create_app
 from web.engine import Engine
-from web.serving import server_config
+from web.serving import bind, server_config
 from web.settings import Settings
 
 PASSWORD = "correct horse battery staple"
@@ -43,9 +42,8 @@ def web_settings(database_url: str, tmp_path: Path) -> Settings:
 @pytest.fixture
 def server(web_settings: Settings) -> Iterator[Server]:
     """The app with a worker, served by uvicorn on 127.0.0.1 (a port of its own)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    # The listening socket approvals serve makes (bind), so the tests see its TCP behaviour.
+    sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     settings = web_settings.model_copy(update={"public_url": url})
