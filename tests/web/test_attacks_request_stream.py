@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -27,7 +26,7 @@ from tests.web.test_request_events import listening, start
 from web import request_stream
 from web.app import create_app
 from web.engine import Engine
-from web.serving import server_config
+from web.serving import bind, server_config
 from web.settings import Settings
 
 
@@ -46,9 +45,7 @@ class Served:
 @pytest.fixture
 def served(web_settings: Settings) -> Iterator[Served]:
     """The app as tests/web/conftest.py's ``server`` serves it, with the app itself at hand."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = bind("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     settings = web_settings.model_copy(update={"public_url": url})
     app = create_app(settings, with_worker=True, migrate=False)
