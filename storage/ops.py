@@ -319,7 +319,10 @@ class PgOperations:
         thread a step holds is left for later (``busy``).
 
         ``InvalidValue`` unless ``older_than`` is more than zero (zero or less would take runs
-        that ended a moment ago) and at most ``MAX_RETENTION_AGE``."""
+        that ended a moment ago) and at most ``MAX_RETENTION_AGE``, or when ``principal`` is
+        text the audit log cannot store: checked before anything is deleted, since the audit
+        event of the prune is written last."""
+        check_inputs(principal=principal)
         if not timedelta(0) < older_than <= MAX_RETENTION_AGE:
             raise InvalidValue(
                 "older_than",

@@ -143,3 +143,21 @@ async def test_a_prune_racing_a_decision_on_a_finished_runs_request_keeps_it_who
         await scalar(engine, "SELECT count(*) FROM decisions WHERE request_id = %s", request_id)
         == 1
     )
+
+
+async def test_a_pruner_named_with_bytes_that_are_not_text_is_refused_before_deleting(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    """``--as`` is argv: bytes that are not UTF-8 reach Python as lone surrogates. The audit
+    event of the prune, written last, could not store them: the runs were deleted and the
+    prune left no trace in the decision log (exit 1, 'unexpected UnicodeEncodeError')."""
+    run_id = await _finished_long_ago(engine)
+    for who in ("\udcff", "ops\x00"):
+        with pytest.raises(InvalidValue, match="principal"):
+            await engine.prune(timedelta(days=30), principal=who)
+    result = await invoke(cli_env, "retention", "prune", "--older-than", "30d", "--as", "\udcff")
+    assert result.code == 2, (result.code, result.stderr)
+    assert "unexpected" not in result.stderr
+    assert await engine.runs.get(run_id) is not None
+    pruned = "SELECT count(*) FROM audit_events WHERE kind = 'retention.pruned'"
+    assert await scalar(engine, pruned) == 0
