@@ -26,6 +26,7 @@ from graphs.edits import EditRecheckSlot, tool_extensions
 from graphs.faults import pause_at
 from graphs.governance import ApprovalSlot, Session
 from graphs.resolver import ANSWERED_BY_APPROVER, EDITED_BY_APPROVER, pause
+from graphs.storable import storable, storable_text
 from graphs.tools import GovernedTool, ToolCall
 
 
@@ -478,15 +479,23 @@ class ToolStep:
         except GraphBubbleUp:
             raise
         except Exception as exc:  # a tool's own failure is reported to the model
-            message = f"{type(exc).__name__}: {exc}"[:500]
+            message = storable_text(f"{type(exc).__name__}: {exc}"[:500])
             await ledger.finish(
                 run_id=run_id, call_id=call_id, status=ExecutionStatus.FAILED, error=message
             )
             return control_error(call_id, tool.name, {"code": "tool_failed", "message": message})
-        # The effect happened: a postcondition that does not hold is recorded with the result
-        # and reported, never a reason to run the tool again.
+        # The effect happened: from here on nothing may fail for what the result holds. A NUL
+        # or a lone surrogate (a page someone else wrote) is kept as a visible escape, so the
+        # ledger, the postconditions and the model all see the same storable value.
+        result = storable(result)
+        # A postcondition that does not hold is recorded with the result and reported, never
+        # a reason to run the tool again.
         failed = await first_failure(tool.postconditions, args_json, call, result)
-        problem = f"postcondition {failed.condition} failed: {failed.message}" if failed else None
+        problem = (
+            storable_text(f"postcondition {failed.condition} failed: {failed.message}")
+            if failed
+            else None
+        )
         await ledger.finish(
             run_id=run_id,
             call_id=call_id,

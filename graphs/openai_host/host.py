@@ -37,8 +37,8 @@ from approvals.model import DecisionKind, DecisionRecord, ExecutionStatus, Pendi
 from approvals.ports import NewRequest
 from graphs.deps import GraphDeps
 from graphs.governance import ApprovalSlot, Governance, Session
-from graphs.openai_host.storable import storable, storable_text
 from graphs.resolver import ANSWERED_BY_APPROVER, EDITED_BY_APPROVER
+from graphs.storable import storable, storable_text
 from graphs.tools import ToolCall
 
 #: The decisions an OpenAI-SDK call offers: the SDK can approve or reject a call, not edit it.

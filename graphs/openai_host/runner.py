@@ -33,8 +33,8 @@ from graphs.deps import GraphDeps
 from graphs.governance import SessionHolder, record_row
 from graphs.openai_host.host import HostRun, OpenAIHost, enter, leave, reachable
 from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates
-from graphs.openai_host.storable import storable_text
 from graphs.runner import RunOutcome
+from graphs.storable import storable_text
 
 log = logging.getLogger("approvals.openai")
 

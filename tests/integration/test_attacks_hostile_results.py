@@ -1,11 +1,10 @@
 """A LangGraph tool whose approved call returns what PostgreSQL cannot store (a NUL, a lone
-surrogate): the engine must keep the run going after the tool ran, as the OpenAI-SDK host
-does (graphs/openai_host/storable.py). It does not yet: the test is a strict xfail until
-graphs/tool_step.py keeps such a result storable."""
+surrogate): the tool already ran, so the run must go on, with the result kept as visible
+escapes (graphs/storable.py, as the OpenAI-SDK host does). Before, the ledger refused the
+result, the call stayed 'started' after it ran and the run failed with PostgreSQL's error."""
 
 from __future__ import annotations
 
-import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from graphs.agent import AgentGraph, build_agent
@@ -34,14 +33,6 @@ def build(deps: GraphDeps) -> AgentGraph:
     return build_agent(name="notes", model=ScriptedChatModel(script), tools=[fetch_note], deps=deps)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "graphs/tool_step.py hands the tool's result to ledger.finish as it is: jsonb refuses"
-        " U+0000, the call stays 'started' after it ran and the run fails with PostgreSQL's"
-        " UntranslatableCharacter (not this helper's file to change)"
-    ),
-)
 async def test_an_approved_langgraph_tool_returning_hostile_bytes_ends_its_run(
     engine: Engine,
 ) -> None:
@@ -55,3 +46,8 @@ async def test_an_approved_langgraph_tool_returning_hostile_bytes_ends_its_run(
     [execution] = await engine.ledger.for_run(run.run_id)
     assert ended.status == "completed", ended
     assert execution.status == "succeeded", execution
+    assert execution.result == "before\\u0000after \\ud800 end"
+    assert ended.answer is not None
+    # The model read the result as JSON text: the escapes, never the raw characters.
+    assert "\x00" not in ended.answer
+    assert "u0000after" in ended.answer
