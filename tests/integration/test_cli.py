@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.helpers import side_effects
 from tests.integration.inprocess import invoke
-from tests.integration.processes import spawn
+from tests.integration.processes import APPROVALS, spawn
 from web.engine import Engine
 
 pytestmark = pytest.mark.slow
@@ -226,3 +226,28 @@ async def test_tools_are_listed_with_their_validation(cli_env: dict[str, str]) -
     missing = await invoke(cli_env, "tools", "list", "nope")
     assert missing.code == 4
     assert "unknown graph" in missing.stderr
+
+
+async def test_an_argument_that_is_not_utf8_exits_2_before_anything_is_done(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    """Bytes a shell passes as they are (here 0xff): the real entry point refuses them before a
+    command starts, instead of failing in the database half-way (exit 1, 'unexpected')."""
+    await engine.accounts.create_token("ci", ["finance"], created_by="test", owner=None)
+    proc = await asyncio.create_subprocess_exec(
+        APPROVALS.encode(),
+        b"tokens",
+        b"revoke",
+        b"ci",
+        b"--as",
+        b"\xffbob",
+        env=cli_env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2, err
+    assert err.decode() == "error: argument 5 '\\udcffbob' is not valid UTF-8 text\n"
+    assert out == b""
+    [token] = await engine.accounts.tokens()
+    assert token.revoked_at is None

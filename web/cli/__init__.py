@@ -14,8 +14,10 @@ import sys
 
 import typer
 
+from approvals import json_values
 from web.cli.accounts import sessions_app, tokens_app, users_app
 from web.cli.audit import audit_app
+from web.cli.command import EXIT_INVALID
 from web.cli.db import db_app
 from web.cli.notifications import notifications_app
 from web.cli.outcomes import outcomes_app
@@ -52,7 +54,18 @@ app.add_typer(notifications_app, name="notifications")
 
 def main() -> None:
     """Entry point of the ``approvals`` script."""
+    check_argv(sys.argv[1:])
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover - interactive
         sys.exit(130)
+
+
+def check_argv(args: list[str]) -> None:
+    """Exit 2 before anything is done when an argument is not text the engine can store or
+    send: bytes that are not UTF-8 reach Python as lone surrogates (a token's name, a reason),
+    which the database would refuse only once the command had begun."""
+    for position, arg in enumerate(args, 1):
+        if json_values.text_problem(arg) is not None:
+            typer.echo(f"error: argument {position} {arg!a} is not valid UTF-8 text", err=True)
+            sys.exit(EXIT_INVALID)
