@@ -15,7 +15,7 @@ from typing import Any
 from approvals.errors import InvalidValue, RunEnded, RunNotFound
 from approvals.json_values import check_inputs
 from approvals.model import DecisionKind, ExecutionStatus, JobStatus, RequestStatus, RunStatus
-from storage.db import Database, json
+from storage.db import Connection, Database, json
 
 #: Bucket bounds (seconds) of the decision-latency histogram: humans take minutes to days.
 DECISION_BOUNDS: tuple[float, ...] = (
@@ -336,7 +336,8 @@ class PgOperations:
             return _pruned(row, checkpoints_only=checkpoints_only, dry_run=True) + Pruned(
                 sessions=int(row["web_sessions"])
             )
-        total, after = Pruned(checkpoints_only=checkpoints_only), ""
+        age = int(older_than.total_seconds())
+        total, after, batches = Pruned(checkpoints_only=checkpoints_only), "", 0
         while True:
             async with self._db.transaction() as conn:
                 candidates = await self._db.all(
@@ -352,23 +353,41 @@ class PgOperations:
                 if locked:
                     row = await self._db.one("prune_threads", params | {"threads": locked}, conn)
                     assert row is not None
-                    total += _pruned(row, checkpoints_only=checkpoints_only)
+                    deleted = _pruned(row, checkpoints_only=checkpoints_only)
+                    total += deleted
+                    batches += 1
+                    # In the batch's own transaction, last (the audit chain's lock is held only
+                    # until this commits): a pass that dies between batches leaves an event
+                    # for every batch it deleted, never a deletion the log does not tell of.
+                    await self._record_prune(
+                        principal, {"older_than_seconds": age, "batch": batches}, deleted, conn
+                    )
+        sessions = Pruned()
         while not checkpoints_only:
             row = await self._db.one("prune_web_sessions", {"limit": PRUNE_BATCH_SESSIONS})
             assert row is not None
-            total += Pruned(sessions=int(row["web_sessions"]))
+            sessions += Pruned(sessions=int(row["web_sessions"]))
             if int(row["web_sessions"]) < PRUNE_BATCH_SESSIONS:
                 break
+        if sessions.sessions or not batches:
+            # Expired sessions (no run's record), or a pass that found nothing: said once.
+            await self._record_prune(
+                principal,
+                {"older_than_seconds": age, "batch": None},
+                sessions + Pruned(busy=total.busy, checkpoints_only=checkpoints_only),
+            )
+        return total + sessions
+
+    async def _record_prune(
+        self,
+        principal: str,
+        head: dict[str, Any],
+        deleted: Pruned,
+        conn: Connection | None = None,
+    ) -> None:
         await self._db.run(
-            "record_prune",
-            {
-                "principal": principal,
-                "data": json(
-                    {"older_than_seconds": int(older_than.total_seconds())} | total.to_json()
-                ),
-            },
+            "record_prune", {"principal": principal, "data": json(head | deleted.to_json())}, conn
         )
-        return total
 
     async def was_pruned(self, run_id: str) -> bool:
         """Whether a run that has no row any more was pruned: the decision log knows it."""

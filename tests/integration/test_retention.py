@@ -220,15 +220,19 @@ async def test_a_long_finished_runs_rows_go_and_the_audit_chain_still_verifies(
         assert await rows_of(engine, run_id) == before[run_id], run_id
     assert await scalar(engine, "SELECT array_agg(id_hash) FROM web_sessions") == ["live"]
 
-    # The chain still verifies, one event longer (the prune's own, with its counts).
+    # The chain still verifies, two events longer: the prune's own for its one batch of runs,
+    # with its counts, and one for the expired web session.
     chain = await engine.audit.verify()
     assert chain.ok, chain.finding
-    assert chain.events == chain_before.events + 1
+    assert chain.events == chain_before.events + 2
     verified = await invoke(cli_env, "audit", "verify")
     assert verified.code == 0, verified.stderr
     event = await scalar(
-        engine, "SELECT data FROM audit_events WHERE kind = 'retention.pruned' ORDER BY id DESC"
+        engine,
+        "SELECT data FROM audit_events WHERE kind = 'retention.pruned'"
+        " AND data->>'batch' IS NOT NULL ORDER BY id DESC",
     )
+    assert event["batch"] == 1
     assert event["runs"] == 3
     assert event["records"]["decisions"] == expected_records["decisions"]
 
@@ -359,3 +363,41 @@ async def test_prune_runs_in_bounded_batches_and_leaves_busy_threads(engine: Eng
     assert (pruned.threads, pruned.runs) == (2, 4)
     for run_id in [*long_thread, short]:
         assert await engine.runs.get(run_id) is None
+
+
+async def test_a_prune_that_dies_between_batches_has_told_the_log_of_each_batch_it_deleted(
+    engine: Engine,
+) -> None:
+    runs = []
+    for _ in range(3):
+        run = await engine.runner.start("refund", {"message": "refund 1003"}, principal="alice")
+        await backdate(engine, run.run_id, 10)
+        runs.append(run.run_id)
+    operations = engine.operations
+    original = operations._db.all
+    looked = 0
+
+    async def dies_at_the_third_batch(name: str, *args: Any, **kwargs: Any) -> Any:
+        nonlocal looked
+        if name == "prunable_threads":
+            looked += 1
+            if looked == 3:
+                raise ConnectionError("the process died here")
+        return await original(name, *args, **kwargs)
+
+    operations._db.all = dies_at_the_third_batch  # type: ignore[method-assign]
+    try:
+        with pytest.raises(ConnectionError):
+            await operations.prune(timedelta(days=7), principal="ops", batch=1)
+    finally:
+        operations._db.all = original  # type: ignore[method-assign]
+    gone = [r for r in runs if await engine.runs.get(r) is None]
+    assert len(gone) == 2
+    events = await scalar(
+        engine,
+        "SELECT coalesce(jsonb_agg(data ORDER BY id), '[]') FROM audit_events"
+        " WHERE kind = 'retention.pruned'",
+    )
+    assert [(e["batch"], e["runs"], e["threads"]) for e in events] == [(1, 1, 1), (2, 1, 1)]
+    chain = await engine.audit.verify()
+    assert chain.ok, chain.finding
