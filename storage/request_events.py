@@ -180,6 +180,9 @@ class RequestEventHub:
         self._by_owner: dict[str, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        #: Moves on with every change heard (and every connection lost): what is cached from
+        #: the requests (the inbox's counts) is stale once it moved.
+        self.generation = 0
 
     @property
     def feeds(self) -> int:
@@ -284,6 +287,7 @@ class RequestEventHub:
                 finally:
                     await conn.close()
                 # What changed meanwhile was not heard: every feed re-reads.
+                self.generation += 1
                 for feed in list(self._feeds):
                     feed.mark_missed()
             await asyncio.sleep(self._retry)
@@ -294,6 +298,7 @@ class RequestEventHub:
                 conn = None
 
     async def _dispatch(self, payload: str) -> None:
+        self.generation += 1
         event = await self._event(payload)
         if event is None:
             return

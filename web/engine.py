@@ -177,10 +177,11 @@ class Engine:
     run_events: PgRunEvents
     #: Tells people when calls wait or are escalated; run by the worker processes.
     notifier: Notifier
-    #: pending_counts' recent answers, per visibility: (when, (total, per group)).
-    _counts: dict[tuple[bool, tuple[str, ...], bool], tuple[float, tuple[int, dict[str, int]]]] = (
-        field(default_factory=dict)
-    )
+    #: pending_counts' recent answers, per visibility: (when, the request events' generation
+    #: then, (total, per group)).
+    _counts: dict[
+        tuple[bool, tuple[str, ...], bool], tuple[float, int, tuple[int, dict[str, int]]]
+    ] = field(default_factory=dict)
 
     @cached_property
     def _graphs(self) -> _Graphs:
@@ -608,15 +609,18 @@ class Engine:
         # The count reads every visible pending request (one GROUP BY over an index: a few
         # hundred milliseconds at a million), and every inbox view and live reload asks for
         # it: principals who see the same requests share one count for a few seconds.
+        # A change this process heard of (its live views listen) makes them stale at once, so
+        # an inbox reloaded for a new request counts it.
         key = (viewer.operator, viewer.groups if not viewer.operator else (), viewer.default_member)
         now = time.monotonic()
+        heard = self.request_streams.generation if "request_streams" in vars(self) else 0
         cached = self._counts.get(key)
-        if cached is not None and now - cached[0] < COUNTS_MAX_AGE_SECONDS:
-            return cached[1]
+        if cached is not None and cached[1] == heard and now - cached[0] < COUNTS_MAX_AGE_SECONDS:
+            return cached[2]
         counted = await self.requests.pending_counts(viewer)
         if len(self._counts) > 1000:
             self._counts.clear()
-        self._counts[key] = (now, counted)
+        self._counts[key] = (now, heard, counted)
         return counted
 
     async def recheck_edit(self, request: PendingCall, args: dict[str, Any]) -> dict[str, Any]:
