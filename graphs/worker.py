@@ -62,6 +62,14 @@ class Worker:
             except ApprovalsError as exc:
                 log.error("job %s failed: %s", claimed.job.id, exc)
                 await claimed.complete(JobStatus.FAILED, str(exc))
+            except Exception as exc:
+                # Not an error the engine knows: a defect, or a graph or SDK raising what it
+                # should not. Left queued, the job would be claimed again by every worker,
+                # and end each one's drain (and run) the same way: it fails, loudly, instead.
+                log.exception("job %s failed unexpectedly", claimed.job.id)
+                await claimed.complete(
+                    JobStatus.FAILED, f"unexpected {type(exc).__name__}: {exc}"[:500]
+                )
             return True
 
     async def drain(self, stop: asyncio.Event | None = None) -> int:
