@@ -13,6 +13,7 @@ import asyncio
 import uuid
 
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
 from storage.db import sql
@@ -27,8 +28,18 @@ async def _waiting_on_a_lock(admin: psycopg.AsyncConnection[dict[str, object]], 
     return row is not None and row["wait_event_type"] == "Lock"
 
 
+@pytest.mark.parametrize(
+    "settle",
+    [
+        "approvals_settle_step_v2(%s, '[]', 'waiting', NULL, NULL,"
+        " ARRAY[%s]::uuid[], ARRAY[%s]::text[])",
+        # What the engine calls now: the same settlement with the step's run events.
+        "approvals_settle_step_v3(%s, '[]', 'waiting', NULL, NULL,"
+        " ARRAY[%s]::uuid[], ARRAY[%s]::text[], '[]')",
+    ],
+)
 async def test_a_settlement_and_a_decision_on_its_request_both_commit(
-    engine: Engine, database_url: str
+    engine: Engine, database_url: str, settle: str
 ) -> None:
     run = await start_refund(engine)
     request_id = run.pending[0]
@@ -46,8 +57,7 @@ async def test_a_settlement_and_a_decision_on_its_request_both_commit(
         # The step's end locks the run, then waits for the request's row.
         settling = asyncio.create_task(
             settler.execute(
-                "SELECT approvals_settle_step_v2(%s, '[]', 'waiting', NULL, NULL,"
-                " ARRAY[%s]::uuid[], ARRAY[%s]::text[]) AS outcome",
+                f"SELECT {settle} AS outcome",
                 (run.run_id, request_id, "interrupt-x"),
             )
         )
