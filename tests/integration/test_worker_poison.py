@@ -38,7 +38,7 @@ async def test_a_job_whose_resume_raises_unexpectedly_fails_and_the_next_is_resu
         poisoned.run_id,
     )
     assert status == JobStatus.FAILED
-    assert error == "unexpected KeyError: \"a graph's own bug\""
+    assert error == 'unexpected KeyError: "a graph\'s own bug"'
     assert "failed unexpectedly" in caplog.text
     assert await side_effects(engine, poisoned.run_id, "refund-1001") == []
     assert len(await side_effects(engine, healthy.run_id, "refund-1002")) == 1
