@@ -1,4 +1,5 @@
-"""The conformance run's wiring: one test per kit vector, and a closing tally.
+"""The conformance run's wiring: one test per kit vector (the closing tally per host is in
+tests/conftest.py, which pytest-xdist's controller loads too).
 
 Our own parametrization (``ctk_vector``, ``test_ctk.py``) runs the vectors as async tests in
 the session's event loop, so the run fits a plain ``pytest``. The kit's plugin runs each vector
@@ -8,7 +9,6 @@ it takes over, so no vector runs twice.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,9 +23,6 @@ PLUGIN_TESTS = "test_ctk_plugin.py"
 #: strict xfails: listed in the tally as failed, and failing the run once they pass, so the
 #: entry is removed with the fix. Each has a proposed fix in docs/conformance.md.
 KNOWN_HOST_DEFECTS: dict[str, str] = {}
-
-#: Each conformance test's outcome, by node id, for the closing tally.
-_outcomes: dict[str, str] = {}
 
 
 def _plugin_runs(config: pytest.Config) -> bool:
@@ -63,43 +60,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if not report.nodeid.startswith(VECTOR_TESTS):
-        return
-    if report.failed:
-        _outcomes[report.nodeid] = "failed"
-    elif hasattr(report, "wasxfail"):
-        _outcomes[report.nodeid] = "known defect"
-    elif report.skipped:
-        _outcomes[report.nodeid] = "skipped"
-    elif report.when == "call":
-        _outcomes[report.nodeid] = "passed"
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if not _outcomes:
-        return
-    tally = Counter(_outcomes.values())
-    failed = tally["failed"] + tally["known defect"]
-    line = (
-        f"{SPEC} conformance (LangGraph host): {tally['passed']} passed, "
-        f"{tally['skipped']} skipped, {failed} failed"
-    )
-    if tally["known defect"]:
-        known = sorted(
-            _id_of(nodeid) for nodeid, outcome in _outcomes.items() if outcome == "known defect"
-        )
-        line += f" ({tally['known defect']} known host defect, expected: {', '.join(known)})"
-    terminalreporter.write_line(line, bold=True, red=failed > 0, green=failed == 0)
-
-
 def _vector_id(item: pytest.Item) -> str | None:
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
     vector = callspec.params.get("ctk_vector") or callspec.params.get("agent_hooks_vector")
     return vector.get("id") if isinstance(vector, dict) else None
-
-
-def _id_of(nodeid: str) -> str:
-    return nodeid.rsplit("[", 1)[-1].rstrip("]")
