@@ -246,8 +246,9 @@ class DecidePhase:
             return
         if answer.status_code != 200:
             self.tally.error(START, answer)
-        elif answer.json().get("status") != "waiting":
-            self.tally.errors[f"{START}: 200 but {answer.json().get('status')}"] += 1
+        elif (run := answer.json()).get("status") != "waiting":
+            why = str(run.get("error"))[:120]
+            self.tally.errors[f"{START}: 200 but {run.get('status')}: {why}"] += 1
 
     async def watchdog(self) -> None:
         while not self.done.is_set():
@@ -392,6 +393,11 @@ async def checks(url: str, backlog: set[str]) -> dict[str, Any]:
     )
     by_status = {r["status"]: {k: int(v) for k, v in r.items() if k != "status"} for r in calls}
     runs = await query(url, "SELECT status, count(*) AS n FROM runs GROUP BY status")
+    failed = await query(
+        url,
+        "SELECT left(error, 200) AS error, count(*) AS n FROM runs WHERE status = 'failed'"
+        " GROUP BY 1 ORDER BY 2 DESC",
+    )
     return {
         "decided_requests": len(per_request),
         "decisions_per_decided_request": {str(k): v for k, v in sorted(counts.items())},
@@ -399,6 +405,7 @@ async def checks(url: str, backlog: set[str]) -> dict[str, Any]:
         "approved": by_status.get("approved", {}),
         "rejected": by_status.get("rejected", {}),
         "runs": {r["status"]: int(r["n"]) for r in runs},
+        "failed_runs": {str(r["error"]): int(r["n"]) for r in failed},
     }
 
 
