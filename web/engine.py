@@ -290,9 +290,19 @@ class Engine:
                 )
                 raise RunNotAllowed(thread_id, "this thread holds another principal's runs")
         started_by = principal.id if isinstance(principal, Principal) else principal
-        return await self.runner.start(
-            graph, input, principal=started_by, thread_id=thread_id, observe=observe
-        )
+        async with self._starting:
+            return await self.runner.start(
+                graph, input, principal=started_by, thread_id=thread_id, observe=observe
+            )
+
+    @cached_property
+    def _starting(self) -> asyncio.Semaphore:
+        """How many runs this process starts at once. A starting run holds one pool connection
+        for its thread's lock and takes more while its step runs: with as many starts as the
+        pool has connections, each held one and waited for another for ever. At most half the
+        pool (less two) start at once, so lock holders (these and the worker's resumes, which
+        ``check_pool_size`` bounds the same way) never take the whole pool; the rest wait."""
+        return asyncio.Semaphore(max(1, (self.settings.pool_max_size - 2) // 2))
 
     async def decide(
         self,
