@@ -286,6 +286,15 @@ class Runner:
             run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=kept
         )
         # A thread the runner just made up cannot be waiting: no need to look.
+        keys = RunKeys(
+            run_id=run_id,
+            thread_id=thread_id,
+            principal=principal,
+            graph=graph_name,
+            context=given.context,
+            configurable=given.configurable,
+            observe=observe,
+        )
         async with self._runs.begin(new, check=refuse_if_waiting if given_thread else None) as run:
             if admission.state is None:
                 blocked = _blocked_outcome(admission.blocked or {}, run_id, thread_id)
@@ -295,15 +304,7 @@ class Runner:
                     graph,
                     holder,
                     {**given.state, **admission.state},
-                    RunKeys(
-                        run_id=run_id,
-                        thread_id=thread_id,
-                        principal=principal,
-                        graph=graph_name,
-                        context=given.context,
-                        configurable=given.configurable,
-                        observe=observe,
-                    ),
+                    keys,
                     message,
                 )
             else:
@@ -312,15 +313,7 @@ class Runner:
                         graph,
                         # The graph's own input keys beside the message, as given.
                         {**given.state, **admission.state},
-                        RunKeys(
-                            run_id=run_id,
-                            thread_id=thread_id,
-                            principal=principal,
-                            graph=graph_name,
-                            context=given.context,
-                            configurable=given.configurable,
-                            observe=observe,
-                        ),
+                        keys,
                         holder,
                     )
                 except DatabaseUnavailable as exc:
@@ -370,11 +363,7 @@ class Runner:
             configurable=check.run_input.get("configurable"),
         )
         outcome = await self._invoke(graph, payload, keys, holder)
-        await claimed.complete(
-            JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
-            outcome.error,
-            outcome.settlement,
-        )
+        await complete_job(claimed, outcome)
         return outcome
 
     def _openai(self) -> OpenAIRunner:
@@ -442,11 +431,7 @@ class Runner:
             await claimed.complete(JobStatus.SKIPPED, "the held input is not decided", None)
             return None
         outcome = await self._start_held(graph, holder, own, keys, content, blocked)
-        await claimed.complete(
-            JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
-            outcome.error,
-            outcome.settlement,
-        )
+        await complete_job(claimed, outcome)
         return outcome
 
     async def _start_held(
@@ -724,4 +709,14 @@ def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
         thread_id=thread_id,
         status=RunStatus.COMPLETED,
         answer=content if isinstance(content, str) else None,
+    )
+
+
+async def complete_job(claimed: ClaimedJob, outcome: RunOutcome) -> None:
+    """Close a resume job with what its run came to (failed when the run failed, done
+    otherwise); the same statement settles the run."""
+    await claimed.complete(
+        JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
+        outcome.error,
+        outcome.settlement,
     )

@@ -33,7 +33,7 @@ from graphs.deps import GraphDeps
 from graphs.governance import SessionHolder, record_row
 from graphs.openai_host.host import HostRun, OpenAIHost, enter, leave, reachable
 from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates
-from graphs.runner import RunOutcome
+from graphs.runner import RunOutcome, complete_job
 from graphs.storable import storable_text
 
 log = logging.getLogger("approvals.openai")
@@ -267,11 +267,7 @@ class OpenAIRunner:
             rejected,
         )
         outcome = await _ended(holder, outcome)
-        await claimed.complete(
-            JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
-            outcome.error,
-            outcome.settlement,
-        )
+        await complete_job(claimed, outcome)
         return outcome
 
     async def _step(
