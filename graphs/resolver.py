@@ -58,6 +58,19 @@ EDITED_BY_APPROVER = "edited_by_approver"
 ANSWERED_BY_APPROVER = "answered_by_approver"
 
 
+def human_answer(verdict: Verdict, decision: DecisionRecord | None) -> str | None:
+    """The answer a human gave in the tool's place (a ``respond`` decision), when ``verdict``
+    is the deny it became; ``None`` for any other deny. Both hosts return it as the tool's
+    result."""
+    if (
+        verdict.reason == ANSWERED_BY_APPROVER
+        and decision is not None
+        and decision.kind is DecisionKind.RESPOND
+    ):
+        return decision.reason
+    return None
+
+
 class StoredDecisionResolver:
     """Answers the emitter's approval seam from the decision stored for one call."""
 

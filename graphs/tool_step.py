@@ -25,7 +25,7 @@ from graphs.deps import GraphDeps
 from graphs.edits import EditRecheckSlot, tool_extensions
 from graphs.faults import pause_at
 from graphs.governance import ApprovalSlot, Session
-from graphs.resolver import ANSWERED_BY_APPROVER, EDITED_BY_APPROVER, pause
+from graphs.resolver import EDITED_BY_APPROVER, human_answer, pause
 from graphs.storable import storable, storable_text
 from graphs.tools import GovernedTool, ToolCall
 
@@ -62,17 +62,13 @@ def _denied(
     edited_by: DecisionRecord | None = None,
 ) -> ToolMessage:
     verdict = blocked.result.verdict
-    if (
-        verdict.reason == ANSWERED_BY_APPROVER
-        and decision is not None
-        and decision.kind is DecisionKind.RESPOND
-        and decision.reason is not None
-    ):
+    answer = human_answer(verdict, decision)
+    if answer is not None:
         # A human answered in the tool's place (``respond``): the answer is the tool's result,
         # a success, as HumanInTheLoopMiddleware gives it. The tool did not run, so the ledger
         # holds nothing for the call; the decision and its audit event record the answer.
         return ToolMessage(
-            content=json.dumps(decision.reason), tool_call_id=call_id, name=tool, status="success"
+            content=json.dumps(answer), tool_call_id=call_id, name=tool, status="success"
         )
     return control_error(
         call_id,

@@ -33,11 +33,11 @@ from agents.tool_context import ToolContext
 from agents.util._approvals import evaluate_needs_approval_setting
 
 from approvals.identity import call_identity, idempotency_key
-from approvals.model import DecisionKind, DecisionRecord, ExecutionStatus, PendingCall
+from approvals.model import DecisionRecord, ExecutionStatus, PendingCall
 from approvals.ports import NewRequest
 from graphs.deps import GraphDeps
 from graphs.governance import ApprovalSlot, Governance, Session
-from graphs.resolver import ANSWERED_BY_APPROVER, EDITED_BY_APPROVER
+from graphs.resolver import EDITED_BY_APPROVER, human_answer
 from graphs.storable import storable, storable_text
 from graphs.tools import ToolCall
 
@@ -539,13 +539,9 @@ def _error(code: str, message: str, **more: Any) -> str:
 
 def _denied(blocked: InterceptionBlocked, decision: DecisionRecord | None) -> str:
     verdict = blocked.result.verdict
-    if (
-        verdict.reason == ANSWERED_BY_APPROVER
-        and decision is not None
-        and decision.kind is DecisionKind.RESPOND
-        and decision.reason is not None
-    ):
-        return decision.reason
+    answer = human_answer(verdict, decision)
+    if answer is not None:
+        return answer
     more = {"decided_by": decision.principal} if decision is not None else {}
     return _error(verdict.reason or "denied", verdict.message or "the call was not allowed", **more)
 
