@@ -11,7 +11,6 @@ whether one client or a thousand follow the requests, and no client ever asks it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import json
 import logging
@@ -23,7 +22,8 @@ from typing import Any, overload
 import psycopg
 
 from approvals.errors import DatabaseUnavailable
-from storage.db import Database, Row, sql, translated_errors
+from storage.db import Database, Row
+from storage.listening import Listener
 from storage.sessions import session_hash
 
 log = logging.getLogger("approvals.request_events")
@@ -171,15 +171,19 @@ class RequestEventHub:
     def __init__(
         self, url: str, db: Database, *, retry_seconds: float = 1.0, backlog: int = 1000
     ) -> None:
-        self._url = url
         self._db = db
-        self._retry = retry_seconds
         self._backlog = backlog
         self._feeds: set[RequestFeed] = set()
         self._by_session: dict[str, set[RequestFeed]] = {}
         self._by_owner: dict[str, int] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._listener = Listener(
+            url,
+            ("listen_request_events", "listen_sessions_ended"),
+            on_notify=self._notified,
+            on_lost=self._lost,
+            name="request events",
+            retry_seconds=retry_seconds,
+        )
         #: Moves on with every change heard (and every connection lost): what is cached from
         #: the requests (the inbox's counts) is stale once it moved.
         self.generation = 0
@@ -226,10 +230,7 @@ class RequestEventHub:
         and taken in one step, so clients racing each other cannot pass it).
         ``DatabaseUnavailable`` when the hub cannot listen (so a request fails before its
         stream starts)."""
-        async with self._lock:
-            if self._task is None or self._task.done():
-                conn = await self._connect()
-                self._task = asyncio.create_task(self._listen(conn), name="request-event-hub")
+        await self._listener.start()
         # No await from here on: the count and the new feed are one step.
         if owner is not None and limit is not None and self.feeds_of(owner) >= limit:
             return None
@@ -259,43 +260,18 @@ class RequestEventHub:
                 if not feeds:
                     del self._by_session[feed.session]
 
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        with translated_errors():
-            conn = await psycopg.AsyncConnection.connect(
-                self._url, autocommit=True, connect_timeout=10
-            )
-            try:
-                await conn.execute(sql("listen_request_events"))
-                await conn.execute(sql("listen_sessions_ended"))
-            except BaseException:
-                await conn.close()
-                raise
-        return conn
+    async def _notified(self, notify: psycopg.Notify) -> None:
+        if notify.channel == SESSIONS_CHANNEL:
+            for feed in list(self._by_session.get(notify.payload, ())):
+                feed.end_session()
+        else:
+            await self._dispatch(notify.payload)
 
-    async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
-        while True:
-            if conn is not None:
-                try:
-                    async for notify in conn.notifies():
-                        if notify.channel == SESSIONS_CHANNEL:
-                            for feed in list(self._by_session.get(notify.payload, ())):
-                                feed.end_session()
-                        else:
-                            await self._dispatch(notify.payload)
-                except (psycopg.Error, OSError) as exc:
-                    log.warning("request events: lost the listening connection (%s)", exc)
-                finally:
-                    await conn.close()
-                # What changed meanwhile was not heard: every feed re-reads.
-                self.generation += 1
-                for feed in list(self._feeds):
-                    feed.mark_missed()
-            await asyncio.sleep(self._retry)
-            try:
-                conn = await self._connect()
-            except DatabaseUnavailable as exc:
-                log.warning("request events: cannot listen (%s); retrying", exc)
-                conn = None
+    def _lost(self) -> None:
+        # What changed meanwhile was not heard: every feed re-reads.
+        self.generation += 1
+        for feed in list(self._feeds):
+            feed.mark_missed()
 
     async def _dispatch(self, payload: str) -> None:
         self.generation += 1
@@ -337,8 +313,4 @@ class RequestEventHub:
         return await self._db.one("request_event_row", {"id": request_id})
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._listener.close()

@@ -7,16 +7,15 @@ through ``publish``. Every insert NOTIFYs ``EVENTS_CHANNEL`` with the run's id.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
-from approvals.errors import DatabaseUnavailable
 from approvals.notify import DeliveryStatus
-from storage.db import Database, Row, json, sql, translated_errors
+from storage.db import Database, Row, json
+from storage.listening import Listener
 
 log = logging.getLogger("approvals.run_events")
 
@@ -111,19 +110,20 @@ class RunEventHub:
     connects again."""
 
     def __init__(self, url: str, *, retry_seconds: float = 1.0) -> None:
-        self._url = url
-        self._retry = retry_seconds
         self._streams: dict[str, set[Subscription]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._listener = Listener(
+            url,
+            ("listen_run_events",),
+            on_notify=self._notified,
+            on_lost=self._lost,
+            name="run events",
+            retry_seconds=retry_seconds,
+        )
 
     async def subscribe(self, run_id: str) -> Subscription:
         """Listen for ``run_id``'s events; ``DatabaseUnavailable`` when the hub cannot listen
         (so the request fails before its stream starts)."""
-        async with self._lock:
-            if self._task is None or self._task.done():
-                conn = await self._connect()
-                self._task = asyncio.create_task(self._listen(conn), name="run-event-hub")
+        await self._listener.start()
         sub = Subscription(self, run_id)
         self._streams.setdefault(run_id, set()).add(sub)
         return sub
@@ -135,43 +135,15 @@ class RunEventHub:
             if not subs:
                 del self._streams[sub.run_id]
 
-    async def _connect(self) -> psycopg.AsyncConnection[Any]:
-        with translated_errors():
-            conn = await psycopg.AsyncConnection.connect(
-                self._url, autocommit=True, connect_timeout=10
-            )
-            try:
-                await conn.execute(sql("listen_run_events"))
-            except BaseException:
-                await conn.close()
-                raise
-        return conn
+    async def _notified(self, notify: psycopg.Notify) -> None:
+        for sub in self._streams.get(notify.payload, ()):
+            sub.wake()
 
-    async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
-        while True:
-            if conn is not None:
-                try:
-                    async for notify in conn.notifies():
-                        for sub in self._streams.get(notify.payload, ()):
-                            sub.wake()
-                except (psycopg.Error, OSError) as exc:
-                    log.warning("run events: lost the listening connection (%s)", exc)
-                finally:
-                    await conn.close()
-                # Whatever was published meanwhile is in the table: every stream re-reads.
-                for subs in list(self._streams.values()):
-                    for sub in subs:
-                        sub.wake()
-            await asyncio.sleep(self._retry)
-            try:
-                conn = await self._connect()
-            except DatabaseUnavailable as exc:
-                log.warning("run events: cannot listen (%s); retrying", exc)
-                conn = None
+    def _lost(self) -> None:
+        # Whatever was published meanwhile is in the table: every stream re-reads.
+        for subs in list(self._streams.values()):
+            for sub in subs:
+                sub.wake()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._listener.close()
