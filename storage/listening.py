@@ -1,6 +1,6 @@
 """One LISTEN connection per process, kept up: what the run-event and request-event hubs share.
 
-``Listener`` connects on first use, LISTENs with the given statements, hands every
+``Listener`` connects on first use, LISTENs with the given statements (their SQL text), hands every
 notification to ``on_notify``, and when the connection drops calls ``on_lost`` (whatever was
 published meanwhile was not heard) and connects again every ``retry_seconds`` until it can."""
 
@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from approvals.errors import DatabaseUnavailable
-from storage.db import sql, translated_errors
+from storage.db import translated_errors
 
 log = logging.getLogger("approvals.storage")
 
@@ -55,7 +55,7 @@ class Listener:
             )
             try:
                 for statement in self._statements:
-                    await conn.execute(sql(statement))
+                    await conn.execute(statement)
             except BaseException:
                 await conn.close()
                 raise

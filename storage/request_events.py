@@ -22,7 +22,7 @@ from typing import Any, overload
 import psycopg
 
 from approvals.errors import DatabaseUnavailable
-from storage.db import Database, Row
+from storage.db import Database, Row, sql
 from storage.listening import Listener
 from storage.sessions import session_hash
 
@@ -178,7 +178,7 @@ class RequestEventHub:
         self._by_owner: dict[str, int] = {}
         self._listener = Listener(
             url,
-            ("listen_request_events", "listen_sessions_ended"),
+            (sql("listen_request_events"), sql("listen_sessions_ended")),
             on_notify=self._notified,
             on_lost=self._lost,
             name="request events",

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from approvals.notify import DeliveryStatus
-from storage.db import Database, Row, json
+from storage.db import Database, Row, json, sql
 from storage.listening import Listener
 
 log = logging.getLogger("approvals.run_events")
@@ -113,7 +113,7 @@ class RunEventHub:
         self._streams: dict[str, set[Subscription]] = {}
         self._listener = Listener(
             url,
-            ("listen_run_events",),
+            (sql("listen_run_events"),),
             on_notify=self._notified,
             on_lost=self._lost,
             name="run events",
