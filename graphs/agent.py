@@ -323,16 +323,18 @@ def build_agent(
         final = ctx["output"]["content"]
         return {"messages": [AIMessage(content=final if final is not None else "", id=reply.id)]}
 
-    def entry(state: AgentState) -> str:
+    # The routers are coroutines: LangGraph runs a plain function given as a path in its
+    # thread pool (a thread hop per routing, four per approval cycle), a coroutine in-line.
+    async def entry(state: AgentState) -> str:
         # Only a message nobody governed yet goes through ``start``: the runner governs every
         # other one before the graph runs, and a step that does nothing would still cost a
         # checkpoint (and its write) on every run.
         return "start" if state.get("new_input") else "agent"
 
-    def after_start(state: AgentState) -> str:
+    async def after_start(state: AgentState) -> str:
         return END if state.get("blocked") else "agent"
 
-    def route(state: AgentState) -> list[Send] | str:
+    async def route(state: AgentState) -> list[Send] | str:
         if state.get("blocked"):
             return END
         last = state["messages"][-1]
