@@ -86,10 +86,14 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
-        """A transaction on a pooled connection, pipelined: BEGIN goes with the first
-        statement and COMMIT with the last, saving two round trips."""
+        """A transaction on a pooled connection.
+
+        Not in pipeline mode: psycopg's pipeline flushes and syncs at each result awaited and
+        again around COMMIT, so a transaction whose statements are each awaited (as every
+        caller's are) took more round trips pipelined than plain (one statement: 5 reads from
+        the socket against 3, 0.78 against 0.46 ms, 0.40 against 0.26 ms of CPU)."""
         with translated_errors():
-            async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
+            async with self.pool.connection() as conn, conn.transaction():
                 yield conn
 
     async def one(
