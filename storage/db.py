@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json as stdlib_json
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import orjson
 import psycopg
+from psycopg.adapt import AdaptersMap
 from psycopg.rows import DictRow, dict_row
-from psycopg.types.json import Jsonb
+from psycopg.types.json import Jsonb, set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from approvals.errors import DatabaseUnavailable
@@ -47,6 +51,29 @@ def json(value: Any) -> Jsonb:
     return Jsonb(value)
 
 
+#: 19 digits in a row: an integer orjson would read as a float (it keeps 64 bits), or a long
+#: fraction; such text is left to the standard library, which reads it as it always did.
+_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+
+
+def json_loads(data: str | bytes) -> Any:
+    """A json/jsonb column's value, read by orjson (several times faster than ``json.loads``;
+    an inbox page reads three jsonb values a row), to the same Python value: whatever orjson
+    reads differently (integers beyond 64 bits, which it turns into floats) or refuses
+    (a lone surrogate, an infinity, nesting past its limit) goes to ``json.loads``."""
+    if _LONG_NUMBER.search(data.encode() if isinstance(data, str) else data) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return stdlib_json.loads(data)
+
+
+#: The pool's adapters: psycopg's, with json and jsonb read by ``json_loads``.
+ADAPTERS = AdaptersMap(psycopg.adapters)
+set_json_loads(json_loads, ADAPTERS)
+
+
 def sql(name: str) -> str:
     """A named statement from ``queries.sql``."""
     return QUERIES[name]
@@ -63,7 +90,12 @@ def open_pool(
         max_size=max_size,
         # LangGraph's saver needs autocommit; prepare_threshold=0 prepares every statement on
         # first use, which saves re-planning the engine's multi-part statements.
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        kwargs={
+            "autocommit": True,
+            "prepare_threshold": 0,
+            "row_factory": dict_row,
+            "context": ADAPTERS,
+        },
         connection_class=psycopg.AsyncConnection[DictRow],
         open=False,
         name="approvals",
