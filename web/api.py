@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from pydantic_core import PydanticCustomError, to_json
 
 from approvals.errors import (
     InvalidRequestId,
@@ -275,27 +275,41 @@ def next_link(request: Request, cursor: str) -> str:
     return f'<{request.url.path}?{urlencode([*query, ("cursor", cursor)])}>; rel="next"'
 
 
-def pending_call(request: PendingCall, may_decide: bool) -> PendingCallView:
+def pending_fields(request: PendingCall, may_decide: bool) -> dict[str, Any]:
+    """The fields of ``PendingCallView``, in its order, for ``request``."""
     shown = request.shown
-    return PendingCallView(
-        id=request.id,
-        run_id=request.run_id,
-        call_id=request.call_id,
-        tool=request.tool,
-        description=shown.get("description"),
-        reason=request.reason,
-        args=shown.get("args"),
-        args_schema=request.args_schema,
-        requested_by=request.requested_by,
-        status=request.status.value,
-        created_at=request.created_at,
-        expires_at=request.expires_at,
-        approvers=list(request.approvers),
-        allow_edit=request.allow_edit,
-        allowed_decisions=list(request.offered_decisions),
-        quorum=request.quorum,
-        may_decide=may_decide,
-    )
+    return {
+        "id": request.id,
+        "run_id": request.run_id,
+        "call_id": request.call_id,
+        "tool": request.tool,
+        "description": shown.get("description"),
+        "reason": request.reason,
+        "args": shown.get("args"),
+        "args_schema": request.args_schema,
+        "requested_by": request.requested_by,
+        "status": request.status.value,
+        "created_at": request.created_at,
+        "expires_at": request.expires_at,
+        "approvers": list(request.approvers),
+        "allow_edit": request.allow_edit,
+        "allowed_decisions": list(request.offered_decisions),
+        "quorum": request.quorum,
+        "may_decide": may_decide,
+    }
+
+
+def pending_call(request: PendingCall, may_decide: bool) -> PendingCallView:
+    return PendingCallView(**pending_fields(request, may_decide))
+
+
+def pending_page_json(items: list[tuple[PendingCall, bool]]) -> bytes:
+    """An inbox page as ``list[PendingCallView]`` serializes it, byte for byte, without a
+    model per row: a page of 500 built 500 models, which FastAPI then serialized, most of the
+    listing's CPU after the query. The fields are ``pending_fields``'s (str, datetime, bool,
+    int, lists of str, JSON objects), which pydantic writes the same whether a model's schema
+    names their types or it infers them (a test compares the two)."""
+    return to_json([pending_fields(r, may_decide) for r, may_decide in items])
 
 
 def engine_of(request: Request) -> Engine:
@@ -341,10 +355,9 @@ def router() -> APIRouter:
     )
     async def list_pending(
         request: Request,
-        response: Response,
         principal: Caller,
         listing: Annotated[PendingListing, Query()],
-    ) -> list[PendingCallView]:
+    ) -> Response:
         """Soonest deadline first (``order=newest``: newest first). ``scope=decide`` keeps
         those you may decide, ``scope=others`` those you may only see. When there is more, the
         ``Link`` header holds the next page's URL (``rel="next"``, RFC 8288): the same query
@@ -357,9 +370,12 @@ def router() -> APIRouter:
             cursor=listing.cursor,
             limit=listing.limit,
         )
+        # Serialized here, not by FastAPI from one model per row (see pending_page_json); the
+        # response_model above still documents it.
+        response = Response(pending_page_json(page.items), media_type="application/json")
         if page.next_cursor is not None:
             response.headers["Link"] = next_link(request, page.next_cursor)
-        return [pending_call(r, may_decide) for r, may_decide in page.items]
+        return response
 
     @api.get(
         "/pending/counts",
