@@ -47,6 +47,9 @@ def worker_command(
     async def main(engine: Engine) -> int:
         if drain:
             return await engine.drain()
+        from web.serving import freeze_heap
+
+        freeze_heap(engine)
         stop = asyncio.Event()
         _stop_on_signals(stop)
         await engine.work(stop)
@@ -88,7 +91,9 @@ def serve_command(
                 )
         stop = asyncio.Event()
         _stop_on_signals(stop)
-        async with serving(settings, sock, database_url=url, with_worker=with_worker) as server:
+        async with serving(
+            settings, sock, database_url=url, with_worker=with_worker, freeze=True
+        ) as server:
             typer.echo(f"serving {settings.public_url} (API docs at /api/docs)")
             await serve_forever(server, stop)
 
