@@ -28,6 +28,12 @@ class RequestStatus(enum.StrEnum):
     CANCELLED = "cancelled"
 
 
+#: The statuses of a request a human decided (approved covers edited): final, with a decision.
+DECIDED_STATUSES = frozenset(
+    {RequestStatus.APPROVED, RequestStatus.REJECTED, RequestStatus.ANSWERED}
+)
+
+
 class OnExpiry(enum.StrEnum):
     """What happens to a pending request when its deadline passes."""
 
@@ -446,3 +452,7 @@ class ResumeCheck:
     #: The run's input as admitted (what a resume passes to the graph again: its context and
     #: configurable values; a held input's message).
     run_input: dict[str, Any] = field(default_factory=dict)
+    #: The job's request and its decision, when it is decided (``None``: not read, or not
+    #: decided). A decided request and its decision never change again, so the resumed call
+    #: takes its answer from here instead of reading it again (``graphs.resolver``).
+    decided: tuple[PendingCall, DecisionRecord] | None = None

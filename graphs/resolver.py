@@ -9,6 +9,9 @@ AGENT-HOOKS-0.1 §9 requires. No decision yet: unresolved, and the call pauses.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
@@ -25,6 +28,7 @@ from langgraph.types import interrupt
 
 from approvals.identity import call_identity
 from approvals.model import (
+    DECIDED_STATUSES,
     DECISION_TYPES,
     DecisionKind,
     DecisionRecord,
@@ -69,6 +73,25 @@ def human_answer(verdict: Verdict, decision: DecisionRecord | None) -> str | Non
     ):
         return decision.reason
     return None
+
+
+#: The request a resume was queued for and its decision, read under the thread's lock
+#: (``ResumeCheck.decided``); set by the runner around the resumed invocation.
+_DECIDED: ContextVar[tuple[PendingCall, DecisionRecord] | None] = ContextVar(
+    "approvals_decided", default=None
+)
+
+
+@contextmanager
+def decided_beforehand(decided: tuple[PendingCall, DecisionRecord] | None) -> Iterator[None]:
+    """Within this block, a call asking for ``decided``'s request (the same run, call id and
+    content identity) takes that decision instead of opening the request again: a decided
+    request and its decision never change, so the read would return what is here."""
+    token = _DECIDED.set(decided)
+    try:
+        yield
+    finally:
+        _DECIDED.reset(token)
 
 
 class StoredDecisionResolver:
@@ -117,7 +140,18 @@ class StoredDecisionResolver:
         full_args = new.shown.get("args") or {}
         redact = (request.verdict.approval or {}).get("redact")
         new = dataclasses.replace(new, shown=redact_shown(new.shown, redact))
-        self.request, self.decision = await self._requests.open(new)
+        known = _DECIDED.get()
+        if (
+            known is not None
+            and known[0].identity == new.identity
+            and known[0].call_id == new.call_id
+            and known[0].run_id == new.run_id
+        ):
+            # What open() returns for a request that exists with this identity: that request
+            # (nothing superseded, nothing created) and its decision, already read.
+            self.request, self.decision = known
+        else:
+            self.request, self.decision = await self._requests.open(new)
         status = self.request.status
         if status is RequestStatus.EXPIRED:
             return ApprovalResolution(
@@ -128,8 +162,7 @@ class StoredDecisionResolver:
                 ),
             )
         decision = self.decision
-        decided = (RequestStatus.APPROVED, RequestStatus.REJECTED, RequestStatus.ANSWERED)
-        if decision is None or status not in decided:
+        if decision is None or status not in DECIDED_STATUSES:
             return ApprovalResolution(outcome=ApprovalOutcome.UNRESOLVED, context_identity=echo)
         if decision.kind is DecisionKind.RESPOND:
             # The human answered in the tool's place: the call is not run (a deny, to the

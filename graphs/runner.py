@@ -35,6 +35,7 @@ from graphs.admission import (
 from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder, record_row
 from graphs.registry import GraphRegistry
+from graphs.resolver import decided_beforehand
 from graphs.run_config import EngineRun, engine_configurable
 from graphs.step_events import RunEventSink, StepEvents, StepUpdates
 from graphs.streaming import Publish, invoke_streaming
@@ -362,7 +363,8 @@ class Runner:
             context=check.run_input.get("context"),
             configurable=check.run_input.get("configurable"),
         )
-        outcome = await self._invoke(graph, payload, keys, holder)
+        with decided_beforehand(check.decided):
+            outcome = await self._invoke(graph, payload, keys, holder)
         await complete_job(claimed, outcome)
         return outcome
 

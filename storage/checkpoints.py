@@ -8,8 +8,16 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg_pool import AsyncConnectionPool
 
-from approvals.model import ResumeCheck, ResumeJob, RunStatus
-from storage.db import Connection, Database
+from approvals.model import (
+    DECIDED_STATUSES,
+    DecisionRecord,
+    PendingCall,
+    ResumeCheck,
+    ResumeJob,
+    RunStatus,
+)
+from storage.db import Connection, Database, Row
+from storage.requests import joined_decision
 
 
 def make_saver(pool: AsyncConnectionPool[Connection]) -> AsyncPostgresSaver:
@@ -26,7 +34,12 @@ class PgResumeChecks:
         self._serde = serde
 
     async def begin(self, job: ResumeJob) -> ResumeCheck:
-        params = {"job": job.id, "run_id": job.run_id, "thread_id": job.thread_id}
+        params = {
+            "job": job.id,
+            "run_id": job.run_id,
+            "thread_id": job.thread_id,
+            "request_id": job.request_id,
+        }
         row = await self._db.one("begin_resume", params)
         if row is None:  # the statement returns one row whatever exists
             raise RuntimeError("begin_resume returned no row")
@@ -36,6 +49,7 @@ class PgResumeChecks:
             next_sequence=int(row["next_sequence"]),
             started_by=row["started_by"] or "",
             run_input=row["input"] if isinstance(row["input"], dict) else {},
+            decided=_decided(row),
         )
 
     def _waiting_on(self, types: list[str], blobs: list[bytes], request_id: str) -> str | None:
@@ -46,3 +60,11 @@ class PgResumeChecks:
                 if isinstance(payload, dict) and payload.get("request_id") == request_id:
                     return str(intr.id)
         return None
+
+
+def _decided(row: Row) -> tuple[PendingCall, DecisionRecord] | None:
+    """The job's request and its decision, when the request is decided."""
+    if row["id"] is None or row["status"] not in DECIDED_STATUSES:
+        return None
+    decision = joined_decision(row)
+    return (PendingCall.from_row(row), decision) if decision is not None else None

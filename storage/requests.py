@@ -64,7 +64,7 @@ def list_params(
     )
 
 
-def _decision_of(row: dict[str, Any]) -> DecisionRecord | None:
+def joined_decision(row: dict[str, Any]) -> DecisionRecord | None:
     """The decision joined to a request row (its columns prefixed ``d_``), if there is one."""
     if row["d_id"] is None:
         return None
@@ -111,7 +111,7 @@ class PgApprovalRequests:
             # its row is committed now, so asking again finds it.
             row = await self._db.one("open_request", params)
         assert row is not None, "open_request returned no row twice"
-        return PendingCall.from_row(row), _decision_of(row)
+        return PendingCall.from_row(row), joined_decision(row)
 
     async def record_tampered(self, request: PendingCall, *, principal: str | None) -> None:
         await self._db.run(

@@ -12,6 +12,7 @@ from typing import Any
 
 from approvals.memory.store import MemoryStore, StoredJob, StoredRun, now
 from approvals.model import (
+    DECIDED_STATUSES,
     ExecutionStatus,
     JobStatus,
     ResumeCheck,
@@ -277,10 +278,18 @@ class MemoryResumeChecks:
         store = self._store
         run = store.runs.get(job.run_id)
         sequences = [int(r.get("sequence", -1)) for r in store.records.get(job.run_id, [])]
+        request = store.requests.get(job.request_id)
+        decision = store.decisions.get(job.request_id)
+        decided = (
+            (request, decision)
+            if request is not None and decision is not None and request.status in DECIDED_STATUSES
+            else None
+        )
         return ResumeCheck(
             run_status=run.status if run else None,
             interrupt_id=store.waiting.get(job.thread_id, {}).get(job.request_id),
             next_sequence=max(sequences) + 1 if sequences else 0,
             started_by=run.started_by if run else "",
             run_input=dict(run.input) if run and isinstance(run.input, dict) else {},
+            decided=decided,
         )

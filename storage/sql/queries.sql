@@ -517,7 +517,10 @@ SELECT * FROM audit_events WHERE run_id = %(run_id)s ORDER BY id;
 -- and what it re-reads, in one statement (so one snapshot, taken after the lock was granted):
 -- the run's status, starter and input, its trail's next sequence number, and the interrupts the
 -- thread's latest checkpoint waits on. The last reads LangGraph's own tables (owned by its setup()), so the
--- check does not load and decode the conversation. Run on a connection of its own, not in the
+-- check does not load and decode the conversation. Also the job's request and its decision
+-- (columns d_*), as open_request returns them: the resumed call's answer, not read again.
+-- The request's columns come first, so that the check's own names win should a column of
+-- approval_requests ever share one. Run on a connection of its own, not in the
 -- claim's transaction: an audit insert holds the chain's head until its transaction ends, and
 -- the claim's lasts the whole step (whose own events would wait for it).
 WITH started AS (
@@ -527,12 +530,16 @@ WITH started AS (
       FROM resume_queue q JOIN approval_requests a ON a.id = q.request_id
      WHERE q.id = %(job)s
 )
-SELECT r.status AS run_status, r.started_by, r.input,
+SELECT a.*, d.id AS d_id, d.kind AS d_kind, d.principal AS d_principal, d.reason AS d_reason,
+       d.args AS d_args, d.args_identity AS d_args_identity, d.decided_at AS d_decided_at,
+       r.status AS run_status, r.started_by, r.input,
        (SELECT COALESCE(max(i.sequence) + 1, 0) FROM interception_records i
          WHERE i.run_id = %(run_id)s) AS next_sequence,
        w.types, w.blobs
   FROM (SELECT 1) one
   LEFT JOIN runs r ON r.id = %(run_id)s
+  LEFT JOIN approval_requests a ON a.id = %(request_id)s
+  LEFT JOIN decisions d ON d.request_id = a.id
  CROSS JOIN LATERAL (
        SELECT array_agg(w.type ORDER BY w.task_id, w.idx) AS types,
               array_agg(w.blob ORDER BY w.task_id, w.idx) AS blobs

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from approvals.model import DecisionKind, JobStatus, ResumeJob, RunStatus
+from approvals.model import DecisionKind, JobStatus, RequestStatus, ResumeJob, RunStatus
 from approvals.ports import NewRun, Settlement
 from tests.contracts.backends import Adapters
 from tests.contracts.records import new_request, record, waiting_run
@@ -250,3 +250,43 @@ async def test_a_resume_check_of_an_unknown_run_finds_nothing(adapters: Adapters
 
     assert (check.run_status, check.next_sequence, check.interrupt_id) == (None, 0, None)
     assert (check.started_by, check.run_input) == ("", {})
+
+
+async def test_a_resume_check_carries_the_decided_request_and_its_decision(
+    adapters: Adapters,
+) -> None:
+    run = await waiting_run(adapters)
+    request_id = await _decided(adapters, run)
+
+    async with adapters.queue.claim() as claimed:
+        assert claimed is not None
+        check = await adapters.checks.begin(claimed.job)
+
+    # What opening the request again would return: the resumed call reads neither again.
+    assert check.decided is not None
+    request, decision = check.decided
+    assert (request, decision) == await adapters.requests.open(new_request(run))
+    assert (request.id, request.status, decision.kind) == (
+        request_id,
+        RequestStatus.APPROVED,
+        DecisionKind.APPROVE,
+    )
+
+
+async def test_a_resume_check_of_a_request_not_decided_carries_none(adapters: Adapters) -> None:
+    run = await waiting_run(adapters)
+    request, _ = await adapters.requests.open(new_request(run))
+    job = ResumeJob(
+        id=0,
+        request_id=request.id,
+        decision_id=str(uuid.uuid4()),
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        call_id="call-1",
+        graph="refund",
+        attempts=0,
+    )
+
+    check = await adapters.checks.begin(job)
+
+    assert check.decided is None
