@@ -9,7 +9,9 @@ never answers 500.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
@@ -44,6 +46,7 @@ from web.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from web.request_stream import open_stream as open_request_stream
 from web.run_stream import parse_after
 from web.run_stream import run_events as stream_run_events
+from web.settings import Settings
 
 MAX_REASON = 2000
 log = logging.getLogger("approvals.web")
@@ -336,6 +339,31 @@ async def bearer(request: Request) -> Principal:
 Caller = Annotated[Principal, Depends(bearer)]
 
 
+def gate_size(settings: Settings) -> int:
+    """How many of this process's short API calls (``Admitted``) use the database at once:
+    half the pool. The rest of the pool stays free for what must not wait behind them: a run
+    starting (its thread's lock, then its step's reads, whose answer the step waits for at
+    most the interceptor timeout, 5 s), the in-process worker, the pages."""
+    return max(1, settings.pool_max_size // 2)
+
+
+async def admitted_bearer(request: Request) -> AsyncIterator[Principal]:
+    """``bearer``, inside this process's API gate (``gate_size``), held until the handler
+    returns. Without it, 100 approvers on one server queued for its 10 pooled connections, the
+    pool's queue was 8-9 s deep, and a run started meanwhile waited in the same queue for the
+    read of its pre_tool_call decision, past the 5 s it is given: the run failed. Here the
+    surplus waits in the gate, before touching anything, and the pool's queue stays short."""
+    gate: asyncio.Semaphore = request.app.state.api_gate
+    async with gate:
+        yield await bearer(request)
+
+
+#: The principal of a short API call: the bearer token's, within the API gate. Streams and run
+#: starts take ``Caller``: a stream lives for minutes and a start runs its agent's step (and
+#: has the engine's own bound, ``Engine._starting``); either would hold the gate throughout.
+Admitted = Annotated[Principal, Depends(admitted_bearer)]
+
+
 async def visible_request(request: Request, request_id: str, principal: Principal) -> PendingCall:
     """The request, if ``principal`` may see it; 404 in every other case."""
     try:
@@ -355,7 +383,7 @@ def router() -> APIRouter:
     )
     async def list_pending(
         request: Request,
-        principal: Caller,
+        principal: Admitted,
         listing: Annotated[PendingListing, Query()],
     ) -> Response:
         """Soonest deadline first (``order=newest``: newest first). ``scope=decide`` keeps
@@ -382,7 +410,7 @@ def router() -> APIRouter:
         response_model=PendingCounts,
         summary="How many pending calls you may see, per approver group",
     )
-    async def pending_counts(request: Request, principal: Caller) -> PendingCounts:
+    async def pending_counts(request: Request, principal: Admitted) -> PendingCounts:
         total, groups = await engine_of(request).pending_counts(principal)
         return PendingCounts(total=total, groups=groups)
 
@@ -410,7 +438,9 @@ def router() -> APIRouter:
         return await open_request_stream(engine, principal, still_signed_in)
 
     @api.get("/pending/{request_id}", response_model=PendingCallView, summary="One pending call")
-    async def get_pending(request: Request, request_id: str, principal: Caller) -> PendingCallView:
+    async def get_pending(
+        request: Request, request_id: str, principal: Admitted
+    ) -> PendingCallView:
         found = await visible_request(request, request_id, principal)
         return pending_call(found, engine_of(request).rules.may_decide(principal, found))
 
@@ -426,7 +456,7 @@ def router() -> APIRouter:
         },
     )
     async def decide(
-        request: Request, request_id: str, body: DecisionIn, principal: Caller
+        request: Request, request_id: str, body: DecisionIn, principal: Admitted
     ) -> Response:
         try:
             decision = await engine_of(request).decide(
@@ -459,7 +489,7 @@ def router() -> APIRouter:
     async def list_runs(
         request: Request,
         response: Response,
-        principal: Caller,
+        principal: Admitted,
         listing: Annotated[RunListing, Query()],
     ) -> list[RunSummary]:
         """The runs you started, those with a request you may see, or every run for an
@@ -477,7 +507,7 @@ def router() -> APIRouter:
         return [RunSummary.of(run) for run in page.items]
 
     @api.get("/runs/{run_id}", response_model=RunReport, summary="A run you may see")
-    async def get_run(request: Request, run_id: str, principal: Caller) -> RunReport:
+    async def get_run(request: Request, run_id: str, principal: Admitted) -> RunReport:
         try:
             report = await engine_of(request).report(run_id, viewer=principal)
         except (InvalidRunId, RunNotFound) as exc:
@@ -533,7 +563,7 @@ def router() -> APIRouter:
         summary="Cancel a running or waiting run (its starter, or an operator)",
     )
     async def cancel_run(
-        request: Request, run_id: str, principal: Caller, body: CancelIn | None = None
+        request: Request, run_id: str, principal: Admitted, body: CancelIn | None = None
     ) -> CancelOut:
         try:
             cancelled = await engine_of(request).cancel_run(

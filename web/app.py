@@ -86,6 +86,7 @@ def create_app(
         openapi_url="/api/openapi.json",
     )
     app.state.settings = settings
+    app.state.api_gate = asyncio.Semaphore(api.gate_size(settings))
     app.state.sessions = Sessions(
         secret_key(settings.secret_key, settings.data_dir),
         ttl_seconds=settings.session_ttl_seconds,

@@ -1,0 +1,61 @@
+"""The API gate (web.api.admitted_bearer): at most half the pool's worth of short API calls use
+the database at once, and the surplus waits before touching anything. A run start is not
+behind it: under the HTTP load bench, a start whose step waited behind 100 approvers' calls for
+its decision read timed out and the run failed."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+
+from tests.integration.helpers import person_token
+from web.api import gate_size
+from web.app import create_app
+from web.engine import Engine
+from web.settings import Settings
+
+
+async def test_short_calls_wait_at_the_gate_and_a_start_does_not(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(
+        database_url=database_url, data_dir=tmp_path, config_file=tmp_path / "none.toml"
+    )
+    app = create_app(settings, engine=engine, migrate=False)
+    gate: asyncio.Semaphore = app.state.api_gate
+    size = gate_size(settings)
+    assert size == settings.pool_max_size // 2
+    shop = await person_token(engine, "shop", "agents")
+    lead = await person_token(engine, "lead", "support")
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://app", timeout=60) as api,
+    ):
+        as_lead = {"authorization": f"Bearer {lead}"}
+        assert (await api.get("/api/v1/pending", headers=as_lead)).status_code == 200
+        for _ in range(size):
+            await gate.acquire()  # the gate is full: as many short calls as it admits
+        listing = asyncio.create_task(api.get("/api/v1/pending", headers=as_lead))
+        try:
+            started = await api.post(
+                "/api/v1/runs",
+                json={"graph": "refund", "input": {"message": "refund 1001"}},
+                headers={"authorization": f"Bearer {shop}"},
+            )
+            assert started.status_code == 200, started.text
+            assert started.json()["status"] == "waiting"
+            await asyncio.sleep(0.2)
+            assert not listing.done()  # it waits at the gate, not for the database
+        finally:
+            for _ in range(size):
+                gate.release()
+        listed = await asyncio.wait_for(listing, 30)
+        assert listed.status_code == 200
+        assert [r["id"] for r in listed.json()] == started.json()["pending"]
+        # A refused token is still a 401 through the gate, and the gate is free afterwards.
+        refused = await api.get("/api/v1/pending", headers={"authorization": "Bearer nope"})
+        assert refused.status_code == 401
+    assert not gate.locked()
