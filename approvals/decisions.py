@@ -18,11 +18,19 @@ from approvals.errors import (
     InvalidDecision,
     InvalidRequestId,
     RequestNotFound,
+    RequestNotPending,
     ShownCopyChanged,
 )
 from approvals.identity import call_identity
 from approvals.json_values import check_inputs
-from approvals.model import DecisionKind, DecisionRecord, PendingCall, Ruling, Vote
+from approvals.model import (
+    DecisionKind,
+    DecisionRecord,
+    PendingCall,
+    RequestStatus,
+    Ruling,
+    Vote,
+)
 from approvals.ports import ApprovalRequests, Decisions, RequestCheck
 from approvals.redaction import check_edit, visible_errors
 
@@ -80,6 +88,13 @@ def _not_offered(request: PendingCall, what: str) -> str:
     return f"this request cannot be {what}; it offers: {offered}"
 
 
+def _still_pending(request_id: str, request: PendingCall) -> None:
+    """``RequestNotPending`` for a request read in a final status (what the transaction would
+    raise: a status other than pending never changes again)."""
+    if request.status is not RequestStatus.PENDING:
+        raise RequestNotPending(request_id, request.status.value)
+
+
 async def decide(
     requests: ApprovalRequests,
     decisions: Decisions,
@@ -93,6 +108,7 @@ async def decide(
     message: str | None = None,
     check: RequestCheck | None = None,
     override_by: str | None = None,
+    read: PendingCall | None = None,
 ) -> DecisionRecord | Vote:
     """Decide one pending call as ``principal``.
 
@@ -106,7 +122,14 @@ async def decide(
 
     ``check`` (the approver rules, for a decider who signed in) is applied in the transaction
     that consumes the request, to the request as it stands then; ``override_by`` records an
-    operator's override instead (see ``Decisions.decide``).
+    operator's override instead (see ``Decisions.decide``). ``read``: the request as the caller
+    read it a moment ago (``Engine.decide``, to check who may see it), not read again; every
+    check here and under the row lock applies to it all the same.
+
+    A request already decided (or expired, superseded, cancelled) when it was read is refused
+    once the decision is known to be valid, without the transaction: such a status never goes
+    back to pending, so the transaction could only refuse it too (a lost race is the usual
+    case: two approvers reaching one request).
 
     Raises ``InvalidRequestId`` (malformed), ``RequestNotFound`` (unknown),
     ``RequestNotPending`` (decided, expired or superseded; also when another decider won a
@@ -139,7 +162,7 @@ async def decide(
 
     kind = DecisionKind(verdict.value)
     args_identity = None
-    request = await requests.get(canonical)
+    request = read if read is not None and read.id == canonical else await requests.get(canonical)
     if request is None:
         raise RequestNotFound(canonical)
     if not request.shown_intact:
@@ -151,6 +174,7 @@ async def decide(
             raise InvalidDecision(canonical, _not_offered(request, "answered in the tool's place"))
         # The answer is the tool's result; it is kept as the decision's reason (and so in the
         # audit event), consumed once like any decision.
+        _still_pending(canonical, request)
         return await decisions.decide(
             canonical,
             kind=DecisionKind.RESPOND,
@@ -197,6 +221,7 @@ async def decide(
         args_identity = call_identity(
             run_id=request.run_id, call_id=request.call_id, tool=request.tool, args=args
         )
+    _still_pending(canonical, request)
     return await decisions.decide(
         canonical,
         kind=kind,

@@ -343,6 +343,7 @@ class Engine:
             recheck=self.recheck_edit,
             message=message,
             check=may_decide,
+            read=found,
         )
 
     async def decide_as_operator(

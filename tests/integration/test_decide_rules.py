@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from approvals.errors import NotAllowed, RequestNotFound
+from approvals.errors import InvalidDecision, NotAllowed, RequestNotFound, RequestNotPending
 from approvals.model import DecisionRecord, RequestStatus
 from approvals.principals import Principal
 from tests.integration.helpers import scalar, start_refund
@@ -126,3 +126,38 @@ async def test_approvals_decide_as_is_an_override_in_the_audit_log(
     ]
     assert decided["principal"] == "demo:approver"
     assert decided["data"]["override_by"] == f"cli:{getpass.getuser()}"
+
+
+async def test_engine_decide_reads_the_request_once_and_refuses_a_decided_one_at_once(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision reads its request once (to check who may see it, then every other check),
+    and a request read in a final status is refused without opening the transaction: the
+    usual lost race of two approvers. What each answers is unchanged."""
+    request_id = (await start_refund(engine)).pending[0]
+    reads: list[str] = []
+    transactions: list[str] = []
+    get, consume = engine.requests.get, engine.decisions.decide
+
+    async def counted_get(request_id: str) -> object:
+        reads.append(request_id)
+        return await get(request_id)
+
+    async def counted_decide(request_id: str, **kw: object) -> object:
+        transactions.append(request_id)
+        return await consume(request_id, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine.requests, "get", counted_get)
+    monkeypatch.setattr(engine.decisions, "decide", counted_decide)
+    decided = await engine.decide(request_id, "approve", principal=BOB)
+    assert isinstance(decided, DecisionRecord)
+    assert (reads, transactions) == ([request_id], [request_id])
+    late = Principal.local("carol", frozenset({"support"}))
+    with pytest.raises(RequestNotPending) as refused:
+        await engine.decide(request_id, "approve", principal=late)
+    assert refused.value.status == "approved"
+    assert (reads, transactions) == ([request_id] * 2, [request_id])
+    # An invalid decision on it is still refused as invalid first, as before.
+    with pytest.raises(InvalidDecision):
+        await engine.decide(request_id, "reject", principal=late)
+    assert await scalar(engine, "select count(*) from decisions") == 1
