@@ -565,6 +565,94 @@ async def engine_ceiling(
     return rate(count, seconds, tasks=tasks)
 
 
+async def bare_http_ceiling(
+    url: str,
+    count: int,
+    secrets: list[tuple[str, str]],
+    pool: int,
+    env: dict[str, str],
+    log_dir: Path,
+) -> dict[str, Any]:
+    """The floor of HTTP and Python: two ``bench/bare_http.py`` servers (served as ``approvals
+    serve`` is, each with a pool of ``pool``), whose one endpoint checks the bearer token in
+    memory and runs the raw ceiling's transaction, driven by as many approvers (each its own
+    httpx client and token) as the decide phase, over copies of backlog requests, with nothing
+    else running. What the decide phase costs beyond this is the engine's."""
+    copies = await copy_requests(url, count, "bare")
+    todo = [r["id"] for r in copies]
+    tokens = log_dir / "bare-tokens"
+    tokens.write_text("\n".join(secret for _, secret in secrets), encoding="utf-8")
+    procs: list[asyncio.subprocess.Process] = []
+    urls: list[str] = []
+    statuses: Counter[str] = Counter()
+    latency: list[float] = []
+    try:
+        for i in range(2):
+            port = free_port()
+            out = (log_dir / f"bare-{i}.log").open("wb")
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    str(ROOT / "bench" / "bare_http.py"),
+                    *("--port", str(port), "--database-url", url, "--pool", str(pool)),
+                    *("--tokens", str(tokens)),
+                    env=env,
+                    cwd=ROOT,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+            urls.append(f"http://127.0.0.1:{port}")
+            await wait_ready(urls[-1], procs[-1])
+        clients = [
+            httpx.AsyncClient(headers={"authorization": f"Bearer {s}"}, timeout=120)
+            for _, s in secrets
+        ]
+
+        async def approver(index: int, client: httpx.AsyncClient) -> None:
+            base = urls[index % len(urls)]
+            while todo:
+                began = time.perf_counter()
+                try:
+                    answer = await client.post(
+                        f"{base}/decide/{todo.pop()}", json={"decision": "approve"}
+                    )
+                except httpx.HTTPError as exc:
+                    statuses[f"transport {type(exc).__name__}"] += 1
+                    continue
+                latency.append((time.perf_counter() - began) * 1000)
+                statuses[str(answer.status_code)] += 1
+
+        cpu = {p.pid: cpu_seconds(p.pid) for p in procs}
+        client_cpu = cpu_seconds(os.getpid())
+        began = time.perf_counter()
+        try:
+            await asyncio.gather(*(approver(i, c) for i, c in enumerate(clients)))
+        finally:
+            seconds = time.perf_counter() - began
+            used = sum(cpu_seconds(pid) - before for pid, before in cpu.items())
+            client_cpu = cpu_seconds(os.getpid()) - client_cpu
+            for c in clients:
+                await c.aclose()
+    finally:
+        await stop(procs)
+        tokens.unlink(missing_ok=True)
+    await retire(url, copies)
+    decided = statuses["200"]
+    return rate(
+        decided,
+        seconds,
+        servers=len(urls),
+        approvers=len(secrets),
+        pool_per_server=pool,
+        statuses=dict(statuses),
+        p50_ms=round(statistics.median(latency), 1) if latency else 0.0,
+        p99_ms=round(percentile(latency, 0.99), 1),
+        server_cpu_ms_per_decision=round(1000 * used / decided, 2) if decided else 0.0,
+        client_cpu_ms_per_decision=round(1000 * client_cpu / decided, 2) if decided else 0.0,
+    )
+
+
 def timings(values: list[float]) -> dict[str, float]:
     return {
         "p50_ms": round(statistics.median(values), 2) if values else 0.0,
@@ -825,6 +913,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await stop(procs)
         found = await checks(url, backlog)
         raw_after = await raw_ceiling(url, size, conns, "sql-after")
+        bare = await bare_http_ceiling(url, size, secrets, args.pool, env, log_dir)
     return report_of(
         args,
         scratch.where,
@@ -839,6 +928,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "raw_ceiling_before": raw_before,
             "raw_ceiling_after": raw_after,
             "engine_ceiling": in_engine,
+            "bare_http_ceiling": bare,
             "idle_probe": probe,
         },
     )
@@ -860,6 +950,7 @@ def report_of(
         more["raw_ceiling_before"]["decisions_per_s"] + more["raw_ceiling_after"]["decisions_per_s"]
     ) / 2
     ratio = round(decided["decisions_per_s"] / ceiling, 3) if ceiling else 0.0
+    bare = more["bare_http_ceiling"]["decisions_per_s"]
     winners = Counter(phase.winners.values())
     report: dict[str, Any] = {
         "database": where,
@@ -887,6 +978,9 @@ def report_of(
         **more,
         "raw_ceiling_per_s": round(ceiling, 1),
         "ratio_to_raw_ceiling": ratio,
+        # How far HTTP and Python alone stand from the raw ceiling, and the engine from them.
+        "bare_http_to_raw_ceiling": round(bare / ceiling, 3) if ceiling else 0.0,
+        "ratio_to_bare_http": round(decided["decisions_per_s"] / bare, 3) if bare else 0.0,
     }
     approved, rejected = found["approved"], found["rejected"]
     report["targets"] = {
@@ -932,6 +1026,16 @@ def show(report: dict[str, Any]) -> None:
         f" after, on {before['connections']} connections;"
         f" Engine.decide in-process: {report['engine_ceiling']['decisions_per_s']}/s;"
         f" ratio {report['ratio_to_raw_ceiling']} (target >= {MIN_RATIO})"
+    )
+    bare = report["bare_http_ceiling"]
+    print(
+        f"  bare HTTP floor: {bare['decisions_per_s']}/s ({bare['servers']} servers of"
+        f" bench/bare_http.py: token checked in memory, the raw transaction, nothing else;"
+        f" {bare['approvers']} approvers; p50 {bare['p50_ms']} ms, p99 {bare['p99_ms']} ms;"
+        f" CPU per decision: servers {bare['server_cpu_ms_per_decision']} ms, bench client"
+        f" {bare['client_cpu_ms_per_decision']} ms; {bare['statuses']})"
+        f" = {report['bare_http_to_raw_ceiling']} of the raw ceiling; the decide phase is"
+        f" {report['ratio_to_bare_http']} of it"
     )
     print(f"  idle, one at a time: {json.dumps(report['idle_probe'])}")
     print(f"  errors: {report['errors']} {report['errors_by_kind'] or ''}")
