@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json as stdlib_json
-import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -51,9 +50,13 @@ def json(value: Any) -> Jsonb:
     return Jsonb(value)
 
 
-#: 19 digits in a row: an integer orjson would read as a float (it keeps 64 bits), or a long
-#: fraction; such text is left to the standard library, which reads it as it always did.
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+#: Every byte to b"0", digits to b"1": text with 19 digits in a row (an integer orjson would
+#: read as a float, as it keeps 64 bits, or a long fraction) has _LONG_RUN once translated, and
+#: is left to the standard library, which reads it as it always did. A translation and a find
+#: are ~1 us on a 400-byte value; the regular expression [0-9]{19} took 6 us, more than
+#: json.loads itself.
+_DIGITS = bytes(0x31 if 0x30 <= i <= 0x39 else 0x30 for i in range(256))
+_LONG_RUN = b"1" * 19
 
 
 def json_loads(data: str | bytes) -> Any:
@@ -61,7 +64,8 @@ def json_loads(data: str | bytes) -> Any:
     an inbox page reads three jsonb values a row), to the same Python value: whatever orjson
     reads differently (integers beyond 64 bits, which it turns into floats) or refuses
     (a lone surrogate, an infinity, nesting past its limit) goes to ``json.loads``."""
-    if _LONG_NUMBER.search(data.encode() if isinstance(data, str) else data) is None:
+    raw = data.encode() if isinstance(data, str) else data
+    if _LONG_RUN not in raw.translate(_DIGITS):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
