@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import psycopg
 from psycopg.rows import dict_row
 
@@ -175,7 +176,10 @@ class DecidePhase:
                     self.tally.error(LIST, listed)
                 await asyncio.sleep(0.5)
                 continue
-            items = listed.json()
+            # orjson, not httpx's json.loads: this one process plays 200 approvers on the
+            # machine the servers run on, and parsing their 500-row pages with json.loads was
+            # a third of its CPU, taken from the servers.
+            items = orjson.loads(listed.content)
             self.page_sizes.append(len(items))
             mine = [r["id"] for r in items if r.get("may_decide") and r["id"] not in self.decided]
             if not mine:
