@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import gc
 import logging
 import secrets
 import socket
@@ -19,7 +18,7 @@ from starlette.types import ASGIApp
 
 from approvals.errors import AccountExists, ConfigurationError
 from web.app import create_app
-from web.engine import Engine
+from web.engine import Engine, freeze_heap
 from web.settings import Settings
 
 DEMO_APPROVER = "demo-approver"
@@ -106,26 +105,6 @@ async def serving(
         server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
-
-
-def freeze_heap(engine: Engine) -> None:
-    """For a long-running process (``approvals serve``, ``approvals worker``), once it is up:
-    build what it keeps for its life (the graphs, which import LangGraph), collect, then move
-    every object alive into the garbage collector's permanent generation (``gc.freeze``).
-
-    Python's full collection walks every object the process holds, and it comes as often as
-    a quarter of that count survives a younger collection: an inbox page of 500 requests
-    makes some 10,000 objects, so every few pages a collection walked the 160,000 objects of
-    the imported app and LangGraph (tens of milliseconds each, a quarter of a listing's CPU
-    under the HTTP load bench). Frozen, they are never walked again; objects made later are
-    collected as before. What fails while building the graphs is left to the first run that
-    needs them, as without this."""
-    try:
-        engine.registry  # noqa: B018 -- built now, to be frozen with the rest
-    except Exception:  # the first run start raises it again, as it would have without this
-        log.warning("could not build the graphs before freezing the heap", exc_info=True)
-    gc.collect()
-    gc.freeze()
 
 
 async def serve_forever(server: uvicorn.Server, stop: asyncio.Event) -> None:

@@ -1,4 +1,4 @@
-"""A long-running process freezes its heap once up (web.serving.freeze_heap): the graphs are
+"""A long-running process freezes its heap once up (web.engine.freeze_heap): the graphs are
 built first, so LangGraph's objects are frozen with the rest, and a graph that cannot be built
 does not stop the process (its first run raises, as it would have)."""
 
@@ -10,8 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from web.engine import Engine
-from web.serving import freeze_heap
+from web.engine import Engine, freeze_heap
 
 
 class Stub:

@@ -19,7 +19,7 @@ import typer
 
 from approvals.model import RunStatus
 from web.cli.command import database_url, guarded, migration_url, run_async, upgrade_schema
-from web.engine import Engine
+from web.engine import Engine, freeze_heap
 from web.logs import configure_logging
 from web.settings import load_settings
 
@@ -47,8 +47,6 @@ def worker_command(
     async def main(engine: Engine) -> int:
         if drain:
             return await engine.drain()
-        from web.serving import freeze_heap
-
         freeze_heap(engine)
         stop = asyncio.Event()
         _stop_on_signals(stop)
