@@ -106,12 +106,27 @@ class Worker:
                 await self.drain(stop)
                 backoff = self._poll_interval
                 if not stop.is_set():
-                    await self._queue.wait(self._poll_interval)
+                    await self._idle(stop)
             except RETRYABLE as exc:
                 log.error("worker: %s; retrying in %.0fs", exc, backoff)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        """Wait for a new-job notification or the poll interval, but no longer than until
+        ``stop`` is set: a worker told to stop (SIGTERM, the web app's shutdown) returns at
+        once instead of sleeping out its poll interval first."""
+        waiting = asyncio.ensure_future(self._queue.wait(self._poll_interval))
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait((waiting, stopping), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            waiting.cancel()  # a no-op once it is done
+            await asyncio.wait((waiting, stopping))
+        if not waiting.cancelled():
+            waiting.result()  # a RETRYABLE error of the wait is raised here
 
 
 class ExpirySweeper:
