@@ -1,4 +1,4 @@
-"""``GET /api/v1/pending`` serializes its page without a model per row (web.api
+"""``GET /api/v1/pending`` serializes its page without a model per row (web.api_models
 .pending_page_json); the bytes must be those ``list[PendingCallView]`` gives, for every kind of
 value a request holds."""
 
@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from pydantic import TypeAdapter
 
 from approvals.model import PendingCall, RequestStatus
-from web.api import PendingCallView, pending_call, pending_page_json
+from web.api_models import PendingCallView, pending_call, pending_page_json
 
 
 def request(n: int, **changes: Any) -> PendingCall:
