@@ -15,15 +15,21 @@ from typing import TYPE_CHECKING, Any
 from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates, openai_extras
 
 if TYPE_CHECKING:
-    from graphs.openai_host.host import OpenAIAgent, OpenAIHost, current_call
+    from graphs.openai_host.calls import current_call
+    from graphs.openai_host.host import OpenAIAgent, OpenAIHost
 
-#: The names this package takes from ``host`` (and so from the SDK) when first asked for.
-_FROM_HOST = frozenset({"OpenAIAgent", "OpenAIHost", "current_call"})
+#: The names this package takes from ``host`` and ``calls`` (and so from the SDK) when first
+#: asked for, by the module that holds each.
+_LAZY = {
+    "OpenAIAgent": "graphs.openai_host.host",
+    "OpenAIHost": "graphs.openai_host.host",
+    "current_call": "graphs.openai_host.calls",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _FROM_HOST:
-        return getattr(importlib.import_module("graphs.openai_host.host"), name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

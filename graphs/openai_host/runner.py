@@ -31,7 +31,8 @@ from approvals.ports import ClaimedJob, NewRun, Runs
 from graphs.admission import blocked_reason, emit_input, emit_startup
 from graphs.deps import GraphDeps
 from graphs.governance import SessionHolder, record_row
-from graphs.openai_host.host import HostRun, OpenAIHost, enter, leave, reachable
+from graphs.openai_host.calls import HostRun, enter, leave
+from graphs.openai_host.host import OpenAIHost, reachable
 from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates
 from graphs.runner import RunOutcome, complete_job
 from graphs.storable import storable_text

@@ -54,7 +54,7 @@ from approvals.ports import NewRequest
 from graphs.deps import GraphDeps
 from graphs.governance import SessionHolder
 from graphs.openai_host import OpenAIAgent, OpenAIHost
-from graphs.openai_host.host import HostRun, enter, leave
+from graphs.openai_host.calls import HostRun, enter, leave
 from graphs.openai_host.runner import _admit, _call_id, _emit_output, _record_rejection
 from tests.conformance.approval_desk import ApprovalDesk, DeskSlot, Question
 from tests.conformance.harness import (
