@@ -43,6 +43,7 @@ import orjson
 from agent_hooks import (
     JCS_SHA256,
     CompositionConfig,
+    CompositionProfile,
     Decision,
     EnforcementMode,
     HostError,
@@ -59,8 +60,11 @@ from agent_hooks.emitter import (
     IdentityProvider,
     _Bound,
     _host_error_of,
+    _is_host_synthesized,
     _Outcome,
     _point_of,
+    _summaries,
+    _with_unions,
 )
 
 #: The setting that picks the emitter: ``fast`` (``HostEmitter``, the default) or ``sdk``.
@@ -146,6 +150,9 @@ class _Wire:
     identity: str | None = None
     #: A transform rewrote the context: ``text`` and ``identity`` no longer describe it.
     stale: bool = False
+    #: Verdicts already had from the first interceptors, handed to the SDK's dispatch in
+    #: their order instead of invoking those interceptors again (``HostEmitter._dispatch``).
+    replay: list[Verdict] | None = None
 
     def copy_of(self, ctx: AgentContext) -> Any:
         """What ``copy.deepcopy(ctx)`` returns, for a context the purity check passed."""
@@ -153,6 +160,13 @@ class _Wire:
             return copy.deepcopy(ctx)
         spare, self.spare = self.spare, None
         return spare if spare is not None else orjson.loads(self.text)
+
+
+@dataclass(slots=True)
+class _Awaiting:
+    """What an interceptor returned to be awaited (``HostEmitter._call``)."""
+
+    awaitable: Any
 
 
 def _wire_of(ctx: AgentContext) -> _Wire | None:
@@ -196,11 +210,28 @@ class HostEmitter(InterceptionEmitter):
     """``InterceptionEmitter`` with one serialization per emission and copies only for
     interceptors that may mutate the context (see the module docstring)."""
 
-    __slots__ = ("_wires",)
+    __slots__ = (
+        "_active_at",
+        "_active_of",
+        "_allows",
+        "_composition_wire",
+        "_wires",
+        "_wires_of",
+    )
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._wires: dict[int, _Wire] = {}
+        #: The interceptors bound at each point, for the interceptor list they were read from
+        #: (``register`` appends to it; a declaration replaces it).
+        self._active_at: dict[InterceptionPoint | None, list[_Bound]] = {}
+        self._active_of: tuple[int, int] = (0, -1)
+        #: ``to_wire()`` of the (frozen) composition, for the composition it was read from.
+        self._composition_wire: tuple[CompositionConfig | None, dict[str, Any]] = (None, {})
+        #: ``_allowed``'s outcomes: (verdicts, combined, summaries) by names and verdict ids.
+        self._allows: dict[tuple[Any, ...], tuple[tuple[Verdict, ...], Verdict, Any]] = {}
+        #: ``_summaries_wire``'s lists: (summaries, wire) by the summaries' id.
+        self._wires_of: dict[int, tuple[tuple[VerdictSummary, ...], list[dict[str, Any]]]] = {}
 
     async def emit_unchecked(self, ctx: AgentContext) -> InterceptionRecord:
         """``InterceptionEmitter.emit_unchecked``; a context the fast path cannot carry takes
@@ -260,21 +291,84 @@ class HostEmitter(InterceptionEmitter):
             wire.stale = True
         return super()._fold_transform(ctx, v)
 
+    async def _dispatch(self, ctx: AgentContext) -> _Outcome:
+        """The SDK's profile dispatch; under ``sequential/first_deny`` the interceptors run here
+        while each allows, and an emission every interceptor allowed ends as the SDK's loop ends
+        it. At the first verdict that is not an allow, the SDK's dispatch takes over, handed the
+        verdicts already had (``_Wire.replay``) in place of invoking those interceptors again,
+        so everything it decides is its own code's."""
+        wire = self._wires.get(id(ctx))
+        first_deny = self._composition.profile is CompositionProfile.SEQUENTIAL_FIRST_DENY
+        if wire is None or not first_deny:
+            return await super()._dispatch(ctx)
+        active = self._active(ctx)
+        if not active:
+            return await super()._dispatch(ctx)
+        had: list[Verdict] = []
+        for bound in active:
+            answer = self._call(bound, ctx, wire)
+            verdict = await self._settle(bound, answer) if isinstance(answer, _Awaiting) else answer
+            had.append(verdict)
+            if verdict.decision is not Decision.ALLOW or _is_host_synthesized(verdict):
+                wire.replay = had
+                return await super()._dispatch(ctx)
+        return self._allowed(had, active)
+
+    def _allowed(self, had: list[Verdict], active: list[_Bound]) -> _Outcome:
+        """``sequential/first_deny``'s outcome when every interceptor allowed: an allow with the
+        §7.3 unions, decided by none, nothing truncated, nothing resolved.
+
+        Interceptors answer with few distinct verdicts, and the gate hands out one shared
+        (frozen) verdict per immutable answer (``_checked``), so the outcome's combined verdict
+        and summaries (frozen too) are kept for the verdicts and names they were made from."""
+        names = tuple(b.name for b in active)
+        key = (names, *map(id, had))
+        known = self._allows.get(key)
+        if known is not None and all(a is b for a, b in zip(known[0], had, strict=True)):
+            return _Outcome(known[1], None, known[2], False, None)
+        combined = _with_unions(Verdict(decision=Decision.ALLOW), had)
+        summaries = _summaries(had, list(names))
+        if len(self._allows) >= _VERDICT_MEMO:
+            self._allows.clear()
+        # The verdicts are kept alive with the entry, so their ids in the key stay theirs.
+        self._allows[key] = (tuple(had), combined, summaries)
+        return _Outcome(combined, None, summaries, False, None)
+
     async def _invoke(self, bound: _Bound, ctx: AgentContext) -> Verdict:
         wire = self._wires.get(id(ctx))
         if wire is None:
             return await super()._invoke(bound, ctx)
-        limit = self._timeout if bound.inherit_timeout else bound.timeout
+        if wire.replay:
+            # The SDK's dispatch, taking over: the verdicts this emission already had.
+            return wire.replay.pop(0)
+        answer = self._call(bound, ctx, wire)
+        return await self._settle(bound, answer) if isinstance(answer, _Awaiting) else answer
+
+    def _call(self, bound: _Bound, ctx: AgentContext, wire: _Wire) -> Verdict | _Awaiting:
+        """``InterceptionEmitter._invoke`` up to the await: the gated verdict of an interceptor
+        that answered at once, or what it returned to be awaited."""
         interceptor = bound.interceptor
         try:
             # §7 isolation: a copy for whoever may mutate it; a read-only interceptor reads
             # the context itself (it is plain JSON data, equal to any copy of it).
             raw = interceptor.intercept(ctx if reads_only(interceptor) else wire.copy_of(ctx))
-            if inspect.isawaitable(raw):
-                if limit is not None:
-                    raw = await asyncio.wait_for(raw, limit)
-                else:
-                    raw = await raw
+            if type(raw) is not Verdict and inspect.isawaitable(raw):
+                return _Awaiting(raw)
+        except TimeoutError:
+            return Verdict.host_error(HostError.INTERCEPTOR_TIMEOUT)
+        except Exception as e:
+            return Verdict.host_error(HostError.INTERCEPTOR_FAILED, type(e).__name__)
+        return self._checked(raw)
+
+    async def _settle(self, bound: _Bound, answer: _Awaiting) -> Verdict:
+        """The rest of ``InterceptionEmitter._invoke`` for an awaitable answer: awaited within
+        the interceptor's timeout, then gated."""
+        limit = self._timeout if bound.inherit_timeout else bound.timeout
+        try:
+            if limit is not None:
+                raw = await asyncio.wait_for(answer.awaitable, limit)
+            else:
+                raw = await answer.awaitable
         except TimeoutError:
             return Verdict.host_error(HostError.INTERCEPTOR_TIMEOUT)
         except Exception as e:
@@ -302,9 +396,42 @@ class HostEmitter(InterceptionEmitter):
         return verdict
 
     def _active(self, ctx: AgentContext) -> list[_Bound]:
+        # A copy: the caller owns its list, as with the SDK's.
+        return list(self._bound_at(ctx))
+
+    def _bound_at(self, ctx: AgentContext) -> list[_Bound]:
+        """The interceptors bound at the context's point, kept per point for the interceptor
+        list they were read from (not to be changed by the caller)."""
         point = ctx.get("interception_point")
         at = _POINTS.get(point) if type(point) is str else _point_of(ctx)
-        return [b for b in self._interceptors if b.runs_at(at)]
+        bounds = self._interceptors
+        if self._active_of != (id(bounds), len(bounds)):
+            self._active_at.clear()
+            self._active_of = (id(bounds), len(bounds))
+        active = self._active_at.get(at)
+        if active is None:
+            active = self._active_at[at] = [b for b in bounds if b.runs_at(at)]
+        return active
+
+    def _summaries_wire(self, summaries: tuple[VerdictSummary, ...]) -> list[dict[str, Any]]:
+        """``[s.to_wire() for s in summaries]``, kept for the (frozen) summaries ``_allowed``
+        hands out again; only read (serialized, compared), never changed."""
+        known = self._wires_of.get(id(summaries))
+        if known is not None and known[0] is summaries:
+            return known[1]
+        wired = [s.to_wire() for s in summaries]
+        if len(self._wires_of) >= _VERDICT_MEMO:
+            self._wires_of.clear()
+        # The summaries are kept alive with the entry, so their id in the key stays theirs.
+        self._wires_of[id(summaries)] = (summaries, wired)
+        return wired
+
+    def _composition_to_wire(self) -> dict[str, Any]:
+        composition, wired = self._composition_wire
+        if composition is not self._composition:
+            wired = self._composition.to_wire()
+            self._composition_wire = (self._composition, wired)
+        return dict(wired)
 
     def _finalize(
         self, ctx: AgentContext, outcome: _Outcome, input_identity: str | None
@@ -323,42 +450,44 @@ class HostEmitter(InterceptionEmitter):
             "identity_provider": provider,
             "enforced_identity": enforced,
             "decided_by": outcome.decided_by,
-            "composition": self._composition.to_wire(),
-            "verdicts": [s.to_wire() for s in outcome.verdicts],
+            "composition": self._composition_to_wire(),
+            "verdicts": self._summaries_wire(outcome.verdicts),
             "fold_truncated": outcome.fold_truncated,
             "resolved_by": outcome.resolved_by,
-            "interceptors_registered": len(self._active(ctx)),
+            "interceptors_registered": len(self._bound_at(ctx)),
         }
         self._stamp_declaration(options)
+        combined = outcome.combined.to_wire()
         try:
             text = wire.text if not wire.stale else _fast_dumps(dict(ctx))
             record_json = _core.finalize(
-                text,
-                _fast_dumps(outcome.combined.to_wire()),
-                self._mode.value,
-                _fast_dumps(options),
+                text, _fast_dumps(combined), self._mode.value, _fast_dumps(options)
             )
         except ValueError:
             # The SDK's code, with its text, for whatever the core refuses.
             return super()._finalize(ctx, outcome, input_identity)
-        return _record_of(_loads(record_json), declared, outcome, options, self._composition)
+        return _record_of(
+            _loads(record_json), declared, outcome, combined, options, self._composition
+        )
 
 
 def _record_of(
     obj: dict[str, Any],
     declared: str | None,
     outcome: _Outcome,
+    combined_wire: dict[str, Any],
     options: dict[str, Any],
     composition: CompositionConfig,
 ) -> InterceptionRecord:
     """``InterceptionRecord.from_core(obj)`` with the declared provider, reusing the values the
-    record echoes when its wire is what went in (they are frozen), and enums by dictionary."""
+    record echoes when its wire is what went in (they are frozen), and enums by dictionary.
+    ``combined_wire``: ``outcome.combined.to_wire()``."""
     combined = outcome.combined
     vw = obj["verdict"]
     immutable = combined.approval is None and combined.transform is None
     verdict = (
         combined
-        if immutable and combined.evidence is None and vw == combined.to_wire()
+        if immutable and combined.evidence is None and vw == combined_wire
         else Verdict._from_core(vw)
     )
     summaries = obj.get("verdicts") or []
@@ -415,7 +544,8 @@ def _key_of(raw: Any) -> _VerdictKey | None:
     for label in labels:
         if type(label) is not str:
             return None
-    return (decision.value, reason, message, warnings, labels)
+    # ``_value_``: the member's value without the ``value`` property's descriptor call.
+    return (decision._value_, reason, message, warnings, labels)
 
 
 def _gate(raw: Any) -> Verdict:
