@@ -50,7 +50,7 @@ from graphs.admission import (
     register_gate,
 )
 from graphs.deps import GraphDeps
-from graphs.governance import ApprovalSlot, Governance, Session, session_of
+from graphs.governance import ApprovalSlot, DeferredSlot, Governance, Session, session_of
 from graphs.interceptors import EscalateSensitiveTools
 from graphs.tool_step import ToolStep, control_error
 from graphs.tools import GovernedTool
@@ -210,36 +210,42 @@ def build_agent(
 
     def slot(
         state: AgentState, config: RunnableConfig, point: str, turn: int, shown: dict[str, Any]
-    ) -> ApprovalSlot | None:
+    ) -> ApprovalSlot:
         """Where a liftable deny at a non-tool point gets its human answer: a request for the
-        point of this turn (no edits: only the tool seam's arguments have a schema).
+        point of this turn (no edits: only the tool seam's arguments have a schema), made only
+        if the emission asks for one.
 
-        ``None`` when the content has no identity (outside the I-JSON domain, §4.4): the
+        No slot when the content has no identity (outside the I-JSON domain, §4.4): the
         emitter denies that context itself (``host_error:context_invalid``), so there is
         nothing to ask a human, and the run must be blocked, not fail."""
-        call_id = f"{point}:{turn}"
-        try:
-            identity = call_identity(
-                run_id=state["run_id"], call_id=call_id, tool=f"@{point}", args=shown
-            )
-        except AgentHooksCoreError:
-            return None
+        run_id, principal = state["run_id"], state["started_by"]
         configurable = config.get("configurable") or {}
-        new = NewRequest(
-            run_id=state["run_id"],
-            thread_id=str(configurable.get("thread_id")),
-            call_id=call_id,
-            tool=f"@{point}",
-            shown={"point": point, **shown},
-            args_schema={},
-            identity=identity,
-            reason=None,
-            requested_by=state["started_by"],
-            expires_at=datetime.now(UTC) + deps.request_ttl,
-            state_version=(configurable.get("checkpoint_map") or {}).get(""),
-            allow_edit=False,
-        )
-        return deps.slot(new)
+
+        def make() -> ApprovalSlot | None:
+            call_id = f"{point}:{turn}"
+            try:
+                identity = call_identity(
+                    run_id=run_id, call_id=call_id, tool=f"@{point}", args=shown
+                )
+            except AgentHooksCoreError:
+                return None
+            new = NewRequest(
+                run_id=run_id,
+                thread_id=str(configurable.get("thread_id")),
+                call_id=call_id,
+                tool=f"@{point}",
+                shown={"point": point, **shown},
+                args_schema={},
+                identity=identity,
+                reason=None,
+                requested_by=principal,
+                expires_at=datetime.now(UTC) + deps.request_ttl,
+                state_version=(configurable.get("checkpoint_map") or {}).get(""),
+                allow_edit=False,
+            )
+            return deps.slot(new)
+
+        return DeferredSlot(make)
 
     async def start(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if not state.get("new_input"):

@@ -62,6 +62,65 @@ class ApprovalSlot(Protocol):
         ...
 
 
+class DeferredSlot:
+    """An ``ApprovalSlot`` made only when its emission consults it.
+
+    Almost every emission is allowed and never asks its slot anything, while making one (the
+    request a human would be shown, its content identity, its deadline) costs about as much
+    as the emission's own context. ``make`` returns the slot, or ``None`` when there is none
+    to ask (then the slot behaves as no slot: unresolved, and the deny stands)."""
+
+    __slots__ = ("_made", "_make", "_slot")
+
+    def __init__(self, make: Callable[[], ApprovalSlot | None]) -> None:
+        self._make = make
+        self._made = False
+        self._slot: ApprovalSlot | None = None
+
+    def _get(self) -> ApprovalSlot | None:
+        if not self._made:
+            self._slot = self._make()
+            self._made = True
+        return self._slot
+
+    @property
+    def made(self) -> ApprovalSlot | None:
+        """The slot, if the emission consulted it."""
+        return self._slot
+
+    @property
+    def awaiting_human(self) -> bool:
+        return self._slot is not None and self._slot.awaiting_human
+
+    @property
+    def failed(self) -> bool:
+        return self._slot is not None and self._slot.failed
+
+    @property
+    def request(self) -> Any:
+        """The stored request the slot opened (``None`` before, or for a slot without one)."""
+        return getattr(self._slot, "request", None)
+
+    @property
+    def decision(self) -> Any:
+        """The decision the slot read (``None`` before, or for a slot without one)."""
+        return getattr(self._slot, "decision", None)
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        slot = self._get()
+        if slot is None:
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.UNRESOLVED, context_identity=request.context_identity
+            )
+        return await slot.resolve(request)
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        slot = self._get()
+        if slot is None:
+            raise RuntimeError("an emission without a slot cannot wait for a human")
+        slot.suspend(context)
+
+
 _CURRENT_SLOT: ContextVar[ApprovalSlot | None] = ContextVar("approvals_slot", default=None)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +24,7 @@ from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
 from graphs.edits import EditRecheckSlot, tool_extensions
 from graphs.faults import pause_at
-from graphs.governance import ApprovalSlot, Session
+from graphs.governance import ApprovalSlot, DeferredSlot, Session
 from graphs.resolver import EDITED_BY_APPROVER, human_answer, pause
 from graphs.storable import storable, storable_text
 from graphs.tools import GovernedTool, ToolCall
@@ -159,22 +159,26 @@ class ToolStep:
             # asked about them and no decision bound to them. (With the default identity
             # provider the emitter already denied them at post_model_call.)
             return control_error(call_id, name, {"code": "context_invalid", "message": str(exc)})
-        # What the approver will be shown, bound by its identity; recorded (idempotently)
-        # only if a policy escalates the call.
-        shown = NewRequest(
-            run_id=run_id,
-            thread_id=thread_id,
-            call_id=call_id,
-            tool=name,
-            shown={"tool": name, "description": tool.description, "args": args},
-            args_schema=tool.args_schema(),
-            identity=identity,
-            reason=None,
-            requested_by=principal,
-            expires_at=datetime.now(UTC) + self._deps.request_ttl,
-            state_version=state_version,
-        )
-        slot = self._deps.slot(shown)
+        shown_args, shown_identity = args, identity
+
+        def shown() -> NewRequest:
+            """What the approver will be shown, bound by its identity; made and recorded
+            (idempotently) only if a policy escalates the call."""
+            return NewRequest(
+                run_id=run_id,
+                thread_id=thread_id,
+                call_id=call_id,
+                tool=name,
+                shown={"tool": name, "description": tool.description, "args": shown_args},
+                args_schema=tool.args_schema(),
+                identity=shown_identity,
+                reason=None,
+                requested_by=principal,
+                expires_at=datetime.now(UTC) + self._deps.request_ttl,
+                state_version=state_version,
+            )
+
+        slot = DeferredSlot(lambda: self._deps.slot(shown()))
         extensions = tool_extensions(tool, dict(tool_counts or {}))
         ctx = session.context(
             "pre_tool_call", extensions=extensions, call_id=call_id, name=name, args=args
@@ -231,7 +235,7 @@ class ToolStep:
         session: Session,
         tool: GovernedTool,
         call: ToolCall,
-        base: NewRequest,
+        shown: Callable[[], NewRequest],
         extensions: dict[str, Any],
         slot: ApprovalSlot,
         outcome: EmitOutcome,
@@ -267,6 +271,7 @@ class ToolStep:
             identity = call_identity(
                 run_id=call.run_id, call_id=call.call_id, tool=name, args=edited
             )
+            base = shown()
             proposal = dataclasses.replace(
                 base,
                 shown={**base.shown, "args": edited},
