@@ -246,6 +246,14 @@ class PgDecisions:
             "quorum_met": False,
             "override_by": override_by,
         }
+        if check is None:
+            # Nothing to read under the row lock first: ``decide`` is one statement, all or
+            # nothing by itself (autocommit), so no BEGIN and COMMIT around it (two round
+            # trips of an operator's decision). Only a refusal goes on, in a transaction:
+            # why it was refused, or the vote of a request that needs several approvers.
+            row = await self._db.one("decide", params)
+            if row is not None:
+                return DecisionRecord.from_row(row)
         async with self._db.transaction() as conn:
             if check is not None:
                 # Who may decide is read under the request's row lock, in the transaction
@@ -255,9 +263,9 @@ class PgDecisions:
                 if locked is None:
                     raise RequestNotFound(request_id)
                 check(PendingCall.from_row(locked))
-            row = await self._db.one("decide", params, conn)
-            if row is not None:
-                return DecisionRecord.from_row(row)
+                row = await self._db.one("decide", params, conn)
+                if row is not None:
+                    return DecisionRecord.from_row(row)
             state = await self._db.one("request_status", {"id": request_id}, conn)
             if state is None:
                 raise RequestNotFound(request_id)

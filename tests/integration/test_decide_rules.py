@@ -10,7 +10,7 @@ import json
 import pytest
 
 from approvals.errors import InvalidDecision, NotAllowed, RequestNotFound, RequestNotPending
-from approvals.model import DecisionRecord, RequestStatus
+from approvals.model import DecisionKind, DecisionRecord, RequestStatus
 from approvals.principals import Principal
 from tests.integration.helpers import scalar, start_refund
 from tests.integration.inprocess import invoke
@@ -161,3 +161,39 @@ async def test_engine_decide_reads_the_request_once_and_refuses_a_decided_one_at
     with pytest.raises(InvalidDecision):
         await engine.decide(request_id, "reject", principal=late)
     assert await scalar(engine, "select count(*) from decisions") == 1
+
+
+async def test_an_operator_decision_consumes_in_one_statement_without_a_transaction(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The console's decision has no approver rules to read under the row lock: its one
+    all-or-nothing statement runs by itself (no BEGIN, no COMMIT). A refused one still says
+    why, from a transaction of its own."""
+    request_id = (await start_refund(engine)).pending[0]
+    opened: list[str] = []
+    transaction = engine._db.transaction
+
+    def counted_transaction() -> object:
+        opened.append("transaction")
+        return transaction()
+
+    monkeypatch.setattr(engine._db, "transaction", counted_transaction)
+    decided = await engine.decide_as_operator(request_id, "approve", principal="demo:approver")
+    assert isinstance(decided, DecisionRecord)
+    assert opened == []
+    assert await scalar(engine, "select count(*) from resume_queue") == 1
+    # The same request, consumed: refused as decided, without a second decision or job (the
+    # check before the statement is bypassed here, as a race past it would be).
+    with pytest.raises(RequestNotPending) as refused:
+        await engine.decisions.decide(
+            request_id,
+            kind=DecisionKind.APPROVE,
+            principal="demo:other",
+            reason=None,
+            args=None,
+            args_identity=None,
+        )
+    assert refused.value.status == "approved"
+    assert opened == ["transaction"]
+    assert await scalar(engine, "select count(*) from decisions") == 1
+    assert await scalar(engine, "select count(*) from resume_queue") == 1
