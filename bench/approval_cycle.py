@@ -35,7 +35,11 @@ Concurrency 1 and 16 (16 lanes, each running cycles back to back), bare and ours
 alternating. Each cycle is timed on its own; the ratio is ours / bare at p50 and p99. Targets
 (issue 16): ours / bare at most ``TARGET`` at p50 and p99, at both concurrencies, and ours at
 most DBOS's p50. ``--count`` also counts each variant's statements per cycle (client side,
-every ``execute`` and each ``executemany`` row) and the server's commits per cycle.
+every ``execute`` and each ``executemany`` row) and the server's commits per cycle. The cpu
+column is this process's CPU time (all threads, user + system) over a variant's rounds, per
+cycle: the client's share, without the database server's; db cpu is the time the server's
+backends serving the variant's databases spent on a CPU (``/proc/<pid>/schedstat``, when the
+server runs on this machine).
 The database is ``APPROVALS_DATABASE_URL`` (a server admin URL; a scratch database
 ``approvals_bench_<pid>`` is created, migrated and dropped, and ``approvals_bench_<pid>_dbos``
 for DBOS) or else the embedded server in ``.approvals/bench-pg``. Exit status 0 whether or not
@@ -489,6 +493,11 @@ def percentile(values: list[float], q: float) -> float:
 class Series:
     samples: list[Sample] = field(default_factory=list)
     wall: float = 0.0
+    #: This process's CPU time (user + system) over the variant's rounds: the client's
+    #: share of a cycle (Python, drivers), the database server's not included.
+    cpu: float = 0.0
+    #: The database server's backends' CPU time over the same rounds (``None``: not readable).
+    server_cpu: float | None = None
 
     def summary(self) -> dict[str, Any]:
         totals = [s.total for s in self.samples]
@@ -499,6 +508,12 @@ class Series:
             "p99_ms": round(percentile(totals, 0.99) * 1000, 3),
             "mean_ms": round(sum(totals) / len(totals) * 1000, 3) if totals else None,
             "throughput_per_s": round(len(totals) / self.wall, 1) if self.wall else None,
+            "cpu_ms_per_cycle": round(self.cpu / len(totals) * 1000, 3) if totals else None,
+            "server_cpu_ms_per_cycle": (
+                round(self.server_cpu / len(totals) * 1000, 3)
+                if totals and self.server_cpu is not None
+                else None
+            ),
             "phases_p50_ms": {
                 name: round(percentile([s.phases[name] for s in self.samples], 0.5) * 1000, 3)
                 for name in phase_names
@@ -506,18 +521,84 @@ class Series:
         }
 
 
+def schedstat_ns(pid: int) -> int | None:
+    """A process's time on a CPU, in ns (``None``: gone, or not on this machine). A read
+    from procfs: never waits on a disk."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class ServerCpu:
+    """CPU time of the database server's backends serving given databases: the time each
+    spent on a CPU (``/proc/<pid>/schedstat``, in ns), so only for a server on this machine.
+    Read on a connection of its own, whose backend is left out."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    @classmethod
+    @asynccontextmanager
+    async def opened(cls, url: str) -> AsyncIterator[ServerCpu | None]:
+        import psycopg
+
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            cur = await conn.execute("SELECT pg_backend_pid()")
+            row = await cur.fetchone()
+            readable = row is not None and schedstat_ns(row[0]) is not None
+            yield cls(conn) if readable else None
+
+    async def snapshot(self, databases: list[str]) -> dict[int, int]:
+        cur = await self._conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = ANY(%s) AND pid <> pg_backend_pid()",
+            (databases,),
+        )
+        out: dict[int, int] = {}
+        for (pid,) in await cur.fetchall():
+            ns = schedstat_ns(pid)
+            if ns is not None:
+                out[pid] = ns
+        return out
+
+    @staticmethod
+    def spent(before: dict[int, int], after: dict[int, int]) -> float:
+        """Seconds on a CPU between two snapshots (a backend that appeared: all of its own;
+        one that ended in between is lost)."""
+        return sum(ns - before.get(pid, 0) for pid, ns in after.items()) / 1e9
+
+
+@dataclass
+class Probe:
+    """Where ``run_round`` reads the server's CPU, and which databases count."""
+
+    server: ServerCpu
+    databases: list[str]
+
+
 async def run_round(
-    cycle: Callable[[], Awaitable[Sample]], lanes: int, per_lane: int, series: Series | None
+    cycle: Callable[[], Awaitable[Sample]],
+    lanes: int,
+    per_lane: int,
+    series: Series | None,
+    probe: Probe | None = None,
 ) -> None:
     async def lane() -> list[Sample]:
         return [await cycle() for _ in range(per_lane)]
 
     gc.collect()
+    before = await probe.server.snapshot(probe.databases) if probe and series else {}
+    c0 = time.process_time()
     t0 = time.perf_counter()
     results = await asyncio.gather(*(lane() for _ in range(lanes)))
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     if series is not None:
         series.wall += wall
+        series.cpu += cpu
+        if probe is not None:
+            after = await probe.server.snapshot(probe.databases)
+            series.server_cpu = (series.server_cpu or 0.0) + ServerCpu.spent(before, after)
         for samples in results:
             series.samples.extend(samples)
 
@@ -664,6 +745,12 @@ def ratios(of: dict[str, Any], to: dict[str, Any]) -> dict[str, float]:
         "p50": round(of["p50_ms"] / to["p50_ms"], 3),
         "p99": round(of["p99_ms"] / to["p99_ms"], 3),
         "throughput": round(to["throughput_per_s"] / of["throughput_per_s"], 3),
+        "cpu": round(of["cpu_ms_per_cycle"] / to["cpu_ms_per_cycle"], 3),
+        **(
+            {"server_cpu": round(of["server_cpu_ms_per_cycle"] / to["server_cpu_ms_per_cycle"], 3)}
+            if of["server_cpu_ms_per_cycle"] and to["server_cpu_ms_per_cycle"]
+            else {}
+        ),
     }
 
 
@@ -737,6 +824,17 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 await run_round(make(v), 1, args.warmup, None)
                 await run_round(make(v), args.lanes, 2, None)
 
+            server = await stack.enter_async_context(ServerCpu.opened(url))
+            bench_db = urlsplit(url).path.lstrip("/")
+            dbos_db = urlsplit(scratch.dbos_url).path.lstrip("/") if scratch.dbos_url else None
+
+            def probe(variant: str) -> Probe | None:
+                if server is None:
+                    return None
+                if variant == "dbos" and dbos_db is not None:
+                    return Probe(server, [bench_db, dbos_db])
+                return Probe(server, [bench_db])
+
             results = []
             plans = [(1, args.cycles, args.rounds), (args.lanes, args.per_lane, args.rounds_c16)]
             for lanes, per_lane_total, rounds in plans:
@@ -745,7 +843,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 for r in range(rounds):
                     order = variants if r % 2 == 0 else variants[::-1]
                     for v in order:
-                        await run_round(make(v), lanes, per_round, series[v])
+                        await run_round(make(v), lanes, per_round, series[v], probe(v))
                 summary = {v: series[v].summary() for v in variants}
                 bare_s, ours_s = summary["bare"], summary["ours"]
                 ratio = ratios(ours_s, bare_s)
@@ -766,10 +864,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
             counts_per_cycle = None
             if args.count:
-                urls = [url, *([scratch.dbos_url] if scratch.dbos_url else [])]
+                # DBOS's own database only for DBOS: its background threads commit there
+                # whatever runs, and would be counted as the other variants' commits.
+                urls = {v: [url] for v in ("bare", "ours")}
+                if dbos is not None and scratch.dbos_url is not None:
+                    urls["dbos"] = [url, scratch.dbos_url]
                 counts_per_cycle = {
-                    v: await count_variant(make(v), args.count, urls)
-                    for v in ("bare", "ours", *(("dbos",) if dbos else ()))
+                    v: await count_variant(make(v), args.count, urls[v]) for v in urls
                 }
 
             trace = None
@@ -876,7 +977,8 @@ def render(report: dict[str, Any]) -> str:
         else f"dbos: NOT measured: {dbos['missing']}",
         "",
         f"{'conc':>4}  {'variant':<10} {'cycles':>6} {'p50 ms':>8} {'p99 ms':>8} {'cycles/s':>9}"
-        "   phases p50 ms",
+        f" {'cpu ms':>7} {'db cpu':>7}   phases p50 ms (cpu: this process's, db cpu: the"
+        " server's backends', per cycle)",
     ]
     for r in report["results"]:
         for v in ("bare", "floor", "floor+emit", "ours", "dbos"):
@@ -886,7 +988,8 @@ def render(report: dict[str, Any]) -> str:
             phases = "  ".join(f"{k} {ms:.2f}" for k, ms in s["phases_p50_ms"].items())
             lines.append(
                 f"{r['concurrency']:>4}  {v:<10} {s['cycles']:>6} {s['p50_ms']:>8.2f} "
-                f"{s['p99_ms']:>8.2f} {s['throughput_per_s']:>9.1f}   {phases}"
+                f"{s['p99_ms']:>8.2f} {s['throughput_per_s']:>9.1f} {s['cpu_ms_per_cycle']:>7.2f}"
+                f" {s['server_cpu_ms_per_cycle'] or float('nan'):>7.2f}   {phases}"
             )
 
         def ratio_line(
@@ -894,7 +997,8 @@ def render(report: dict[str, Any]) -> str:
         ) -> str:
             return (
                 f"{conc:>4}  {label:<10} {'':>6} {ratio['p50']:>7.2f}x "
-                f"{ratio['p99']:>7.2f}x {ratio['throughput']:>8.2f}x   {note}"
+                f"{ratio['p99']:>7.2f}x {ratio['throughput']:>8.2f}x {ratio['cpu']:>6.2f}x "
+                f"{ratio.get('server_cpu', float('nan')):>6.2f}x   {note}"
             )
 
         verdict = "met" if r["target_met"] else "NOT met"
@@ -902,7 +1006,7 @@ def render(report: dict[str, Any]) -> str:
             ratio_line(
                 "ours/bare",
                 r["ratio"],
-                f"(throughput bare/ours) target <= {report['target']}: {verdict}",
+                f"(throughput bare/ours, cpus ours/bare) target <= {report['target']}: {verdict}",
             )
         )
         lines.append(
