@@ -41,7 +41,7 @@ from langgraph.pregel import Pregel
 
 from approvals.identity import call_identity
 from approvals.ports import NewRequest
-from graphs.governance import ApprovalSlot, Governance, Session, SessionHolder
+from graphs.governance import ApprovalSlot, DeferredSlot, Governance, Session, SessionHolder
 from graphs.run_config import EngineRun
 
 #: The call id of a held input's approval request (one per run: the run's own message).
@@ -81,31 +81,36 @@ async def emit_input(
     return ctx["input"]["content"], None
 
 
-def point_slot(
-    run: EngineRun, point: str, turn: int | str, shown: dict[str, Any]
-) -> ApprovalSlot | None:
+def point_slot(run: EngineRun, point: str, turn: int | str, shown: dict[str, Any]) -> ApprovalSlot:
     """Where a liftable deny at a non-tool point gets its human answer (as ``build_agent``'s
-    nodes ask it); ``None`` when the content has no identity (the emitter denies it)."""
-    call_id = f"{point}:{turn}"
-    try:
-        identity = call_identity(run_id=run.run_id, call_id=call_id, tool=f"@{point}", args=shown)
-    except AgentHooksCoreError:
-        return None
-    new = NewRequest(
-        run_id=run.run_id,
-        thread_id=run.thread_id,
-        call_id=call_id,
-        tool=f"@{point}",
-        shown={"point": point, **shown},
-        args_schema={},
-        identity=identity,
-        reason=None,
-        requested_by=run.principal,
-        expires_at=datetime.now(UTC) + run.deps.request_ttl,
-        state_version=run.state_version,
-        allow_edit=False,
-    )
-    return run.deps.slot(new)
+    nodes ask it), made only if the emission asks for one; no slot to ask when the content has
+    no identity (the emitter denies it)."""
+
+    def make() -> ApprovalSlot | None:
+        call_id = f"{point}:{turn}"
+        try:
+            identity = call_identity(
+                run_id=run.run_id, call_id=call_id, tool=f"@{point}", args=shown
+            )
+        except AgentHooksCoreError:
+            return None
+        new = NewRequest(
+            run_id=run.run_id,
+            thread_id=run.thread_id,
+            call_id=call_id,
+            tool=f"@{point}",
+            shown={"point": point, **shown},
+            args_schema={},
+            identity=identity,
+            reason=None,
+            requested_by=run.principal,
+            expires_at=datetime.now(UTC) + run.deps.request_ttl,
+            state_version=run.state_version,
+            allow_edit=False,
+        )
+        return run.deps.slot(new)
+
+    return DeferredSlot(make)
 
 
 class InputHeld(Exception):
@@ -146,8 +151,9 @@ async def emit_held_input(
 ) -> tuple[Any, dict[str, Any] | None]:
     """``input`` for a message the runner holds: the content the run goes on with, or why it
     is blocked; ``InputHeld`` while its request waits for a human."""
-    slot = point_slot(run, "input", "held", {"content": message})
-    return await emit_input(session, message, _HeldSlot(slot) if slot is not None else None)
+    return await emit_input(
+        session, message, _HeldSlot(point_slot(run, "input", "held", {"content": message}))
+    )
 
 
 class _NeedsReview(Exception):
