@@ -44,3 +44,45 @@ async def test_a_job_whose_resume_raises_unexpectedly_fails_and_the_next_is_resu
     assert len(await side_effects(engine, healthy.run_id, "refund-1002")) == 1
     # Nothing is left for a worker to trip over again.
     assert await engine.worker.drain() == 0
+    # And the run says so: nothing will resume it, so it is failed, not left waiting for ever.
+    run = await engine.runs.get(poisoned.run_id)
+    assert run is not None
+    assert run.status == "failed"
+    assert run.error == error
+    kinds = await scalar(
+        engine,
+        "SELECT array_agg(kind ORDER BY id) FROM audit_events WHERE run_id = %s",
+        poisoned.run_id,
+    )
+    assert kinds[-2:] == ["run.failed", "resume.failed"]
+    assert (await engine.audit.verify()).ok
+
+
+async def test_a_run_cancelled_before_its_job_fails_stays_cancelled(engine: Engine) -> None:
+    """Failing the run of a failed job is a settlement like any other: a run cancelled
+    meanwhile keeps its cancellation, and the refusal is audited."""
+    run = await start_refund(engine, "refund 1001")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    runner = engine.runner
+    original = runner.resume
+
+    async def resume(claimed: Any) -> Any:
+        await scalar(
+            engine, "UPDATE runs SET status = 'cancelled' WHERE id = %s RETURNING id", run.run_id
+        )
+        raise KeyError("a graph's own bug")
+
+    runner.resume = resume  # type: ignore[method-assign]
+    try:
+        assert await engine.worker.drain() == 1
+    finally:
+        runner.resume = original  # type: ignore[method-assign]
+    stored = await engine.runs.get(run.run_id)
+    assert stored is not None
+    assert stored.status == "cancelled"
+    refused = await scalar(
+        engine,
+        "SELECT count(*) FROM audit_events WHERE run_id = %s AND kind = 'run.settle_refused'",
+        run.run_id,
+    )
+    assert refused == 1
