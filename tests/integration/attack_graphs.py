@@ -1,0 +1,43 @@
+"""Graphs the session's attack tests run (tests/integration/test_attacks_session.py): the refund
+agent built with ``graphs.agent.build_agent`` (``refund.build_classic``) under interceptors that
+deny or escalate what an attacker would try to slip past. Registered like a user's graphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphs.deps import GraphDeps
+from graphs.examples import refund
+from graphs.governance import Governance
+from graphs.interceptors import EscalateSensitiveTools
+from tests.integration.governed_graphs import DenyInput, EscalateInput, RewriteRefundReason
+
+
+def classic_deny_input(deps: GraphDeps) -> Any:
+    """Input naming order 1004 is denied; every tool call is allowed (nothing escalates)."""
+    return refund.build_classic(deps, governance=Governance(interceptors=[DenyInput()]))
+
+
+def classic_escalate_input(deps: GraphDeps) -> Any:
+    """Input naming order 1005 waits for a human; every tool call is allowed."""
+    return refund.build_classic(deps, governance=Governance(interceptors=[EscalateInput()]))
+
+
+def classic_transform_then_escalate(deps: GraphDeps) -> Any:
+    """pre_tool_call: a policy rewrites every refund's reason, then the refund escalates."""
+    return refund.build_classic(
+        deps,
+        governance=Governance(
+            interceptors=[RewriteRefundReason(), EscalateSensitiveTools(["issue_refund"])]
+        ),
+    )
+
+
+GRAPHS = {
+    name: f"tests.integration.attack_graphs:{name}"
+    for name in (
+        "classic_deny_input",
+        "classic_escalate_input",
+        "classic_transform_then_escalate",
+    )
+}
