@@ -23,7 +23,9 @@ from approvals.errors import (
     RequestNotPending,
     ShownCopyChanged,
 )
+from approvals.identity import call_identity
 from approvals.model import DecisionRecord, RequestStatus, Vote
+from graphs.worker import Worker
 from tests.integration import attack_graphs, governed_graphs
 from tests.integration.helpers import scalar, side_effects, start_refund
 from web.engine import Engine, open_engine
@@ -362,3 +364,180 @@ async def test_a_reject_racing_the_votes_of_a_quorum_consumes_it_once(attacked: 
         await attacked.drain()
         ran = await side_effects(attacked, run.run_id, "refund-1001")
         assert len(ran) == (1 if won[0].kind.value == "approve" else 0)
+
+
+# -- 97f7cc8 / a9af878: the approval slot is made only when the emission consults it ---------
+
+
+@pytest.mark.parametrize("graph", attack_graphs.ESCALATING)
+async def test_an_escalation_at_every_point_records_one_request_per_question_and_pauses(
+    attacked: Engine, graph: str
+) -> None:
+    """Every emission at one point asks a human (both builders; the input of a create_agent
+    agent is the runner's held input). Each question pauses the run on exactly one request,
+    asked once however often the step re-runs; approving each one finishes the run with the
+    refund issued once, and no request is left pending, superseded or asked twice."""
+    out = await attacked.runner.start(graph, {"message": "refund 1001"}, principal="alice")
+    run_id, status = out.run_id, out.status
+    asked: list[str] = []
+    for _ in range(12):
+        if status != "waiting":
+            break
+        pending = [r for r in await attacked.requests.for_run(run_id) if r.status == "pending"]
+        assert len(pending) == 1, [(r.tool, r.call_id) for r in pending]
+        [request] = pending
+        asked.append(f"{request.tool} {request.call_id}")
+        await attacked.decide_as_operator(request.id, "approve", principal="local:ops")
+        assert await attacked.worker.drain() == 1
+        current = await attacked.runs.get(run_id)
+        assert current is not None
+        status = current.status
+    assert status == "completed", (status, asked)
+    requests = await attacked.requests.for_run(run_id)
+    assert sorted(f"{r.tool} {r.call_id}" for r in requests) == sorted(asked)
+    assert len(set(asked)) == len(asked), asked
+    assert {r.status for r in requests} == {RequestStatus.APPROVED}
+    point = graph.split("_escalate_")[1]
+    tool = "issue_refund" if point == "pre_tool_call" else f"@{point}"
+    assert {r.tool for r in requests} >= {tool}
+    assert len(await side_effects(attacked, run_id, "refund-1001")) == 1
+    verified = await attacked.audit.verify()
+    assert verified.ok, verified
+
+
+@pytest.mark.parametrize("edit", [False, True])
+async def test_a_transform_then_an_escalation_asks_about_and_runs_the_transformed_call(
+    attacked: Engine, edit: bool
+) -> None:
+    """The request is made late (when the escalation consults the slot), after a policy
+    rewrote the refund's reason: the approver is shown the rewritten call, the request binds
+    it, and that is what runs, once. An approver's edit is bound and run the same way."""
+    out = await attacked.runner.start(
+        "classic_transform_then_escalate", {"message": "refund 1001"}, principal="alice"
+    )
+    assert out.status == "waiting", out
+    [request] = await attacked.requests.for_run(out.run_id)
+    transformed = {"order_id": "1001", "amount": 25.0, "reason": "goodwill (policy)"}
+    assert request.shown["args"] == transformed
+    assert request.identity == call_identity(
+        run_id=out.run_id, call_id="refund-1001", tool="issue_refund", args=transformed
+    )
+    if edit:
+        edited = {**transformed, "amount": 20.0}
+        await attacked.decide_as_operator(request.id, "approve", principal="local:ops", args=edited)
+    else:
+        await attacked.decide_as_operator(request.id, "approve", principal="local:ops")
+    assert await attacked.worker.drain() == 1
+    run = await attacked.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "completed", run
+    [effect] = await side_effects(attacked, out.run_id, "refund-1001")
+    assert effect["args"] == {**transformed, "amount": 20.0 if edit else 25.0}
+    assert len(await attacked.requests.for_run(out.run_id)) == 1
+    assert await attacked.worker.drain() == 0
+
+
+# -- 1b63f32: a failed resume job fails its run ----------------------------------------------
+
+
+async def _failing_resume(engine: Engine, error: Exception) -> int:
+    """Drain with every resume raising ``error`` (a graph's or the engine's own bug)."""
+    runner = engine.runner
+    original = runner.resume
+
+    async def resume(claimed: Any) -> Any:
+        raise error
+
+    runner.resume = resume  # type: ignore[method-assign]
+    try:
+        return await engine.worker.drain()
+    finally:
+        runner.resume = original  # type: ignore[method-assign]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="1b63f32: failing the run of a failed job leaves its other pending requests open; "
+    "approving one resumes the 'failed' run, which runs both refunds and ends 'completed' "
+    "(audit: run.failed ... run.completed)",
+)
+async def test_a_failed_run_never_runs_the_call_its_other_request_still_asks_about(
+    engine: Engine,
+) -> None:
+    """A run waits on two refunds; the first one's resume fails, and with it the run. The
+    second request must not lead to its refund running in a run that is over."""
+    out = await engine.runner.start("refund", {"message": "refund 1001 and 1002"}, principal="a")
+    assert out.status == "waiting", out
+    first, second = sorted(await engine.requests.for_run(out.run_id), key=lambda r: r.call_id)
+    await engine.decide_as_operator(first.id, "approve", principal="local:ops")
+    assert await _failing_resume(engine, KeyError("a graph's own bug")) == 1
+    run = await engine.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "failed"
+    # Refused (closed with its run) is the simplest defence; either way nothing may run.
+    await operator_decides(engine, second.id, "approve", "local:ops")
+    await engine.drain()
+    run = await engine.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "failed", run
+    assert await side_effects(engine, out.run_id, second.call_id) == []
+    assert await side_effects(engine, out.run_id, first.call_id) == []
+
+
+# -- 5654842: the worker's idle wait races its stop event ------------------------------------
+
+POLL = 60.0  # far longer than any wait below: only a notification can wake the worker
+
+
+async def _completed(engine: Engine, run_id: str) -> None:
+    for _ in range(200):
+        current = await engine.runs.get(run_id)
+        if current is not None and current.status == "completed":
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the idle worker was not woken by the decision")
+
+
+async def test_a_worker_stopped_mid_wait_and_started_again_is_still_woken(engine: Engine) -> None:
+    """Stopping cancels the queue's ``notifies()`` wait on its LISTEN connection; a worker
+    started again on the same queue (the connection kept) must still be woken by a decision,
+    long before its poll interval, and resume it once."""
+    for _ in range(3):
+        worker = Worker(runner=engine.runner, queue=engine.queue, poll_interval=POLL)
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+        await asyncio.sleep(0.2)  # idle, waiting for a notification
+        stop.set()
+        await asyncio.wait_for(task, timeout=POLL / 4)
+    # A notification sent while no worker waits is not lost either: the next wait sees it.
+    run = await start_refund(engine)
+    await engine.decide_as_operator(run.pending[0], "approve", principal="local:ops")
+    worker = Worker(runner=engine.runner, queue=engine.queue, poll_interval=POLL)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        await _completed(engine, run.run_id)
+        later = await start_refund(engine, "refund 1002")
+        await asyncio.sleep(0.2)
+        await engine.decide_as_operator(later.pending[0], "approve", principal="local:ops")
+        await _completed(engine, later.run_id)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=POLL / 4)
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert len(await side_effects(engine, later.run_id, "refund-1002")) == 1
+
+
+async def test_the_queues_listen_connection_delivers_after_a_cancelled_wait(
+    engine: Engine,
+) -> None:
+    queue = engine.queue
+    for _ in range(3):
+        waiting = asyncio.ensure_future(queue.wait(POLL))
+        await asyncio.sleep(0.1)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    async with engine.connection() as conn:
+        await conn.execute("select pg_notify('approvals_resume', 'x')")
+    assert await asyncio.wait_for(queue.wait(POLL), timeout=5) is True
