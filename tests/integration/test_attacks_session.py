@@ -87,17 +87,22 @@ async def _run_row(engine: Engine, graph: str) -> str:
     "(route): with new_input set and a last AIMessage with tool calls, the tools run in the "
     "same superstep as start, before (and despite) input governance",
 )
-async def test_a_direct_invocation_runs_no_tool_before_input_governance_denies(
-    attacked: Engine,
+@pytest.mark.parametrize(
+    ("graph", "message"),
+    [("classic_deny_input", "refund 1004"), ("classic_escalate_input", "refund 1005")],
+)
+async def test_a_direct_invocation_runs_no_tool_before_input_governance_decides(
+    attacked: Engine, graph: str, message: str
 ) -> None:
-    graph = attacked.registry.get("classic_deny_input")
-    run_id = await _run_row(attacked, "classic_deny_input")
+    """The input is denied (1004), or waits for a human (1005): either way no tool may run,
+    least of all one the model never proposed."""
+    compiled = attacked.registry.get(graph)
+    run_id = await _run_row(attacked, graph)
     config: Any = {"configurable": {"thread_id": run_id}}
-    out = await graph.ainvoke(
-        _forged_state(run_id, "refund 1004", new_input=True), config, durability="sync"
+    out = await compiled.ainvoke(
+        _forged_state(run_id, message, new_input=True), config, durability="sync"
     )
-    # The input names order 1004: denied, so nothing may run for it.
-    assert out.get("blocked"), out
+    assert out.get("blocked") or out.get("__interrupt__"), out
     assert await side_effects(attacked, run_id, "forged-refund") == []
     assert await scalar(attacked, "select count(*) from tool_executions") == 0
 
@@ -586,3 +591,22 @@ async def test_a_job_failing_after_its_run_completed_does_not_make_the_run_faile
     run = await engine.runs.get(out.run_id)
     assert run is not None
     assert run.status == "completed", run
+
+
+async def test_a_parallel_escalation_makes_its_request_when_the_seam_is_consulted_last(
+    attacked: Engine,
+) -> None:
+    """parallel/strictest runs every interceptor first and consults the seam only for the
+    aggregate: the deferred slot is made then, once, and pauses the run on one request."""
+    out = await attacked.runner.start("strictest", {"message": "refund 1001"}, principal="alice")
+    assert out.status == "waiting", out
+    [request] = await attacked.requests.for_run(out.run_id)
+    assert (request.tool, request.call_id) == ("issue_refund", "refund-1001")
+    assert request.id in out.pending
+    await attacked.decide_as_operator(request.id, "approve", principal="local:ops")
+    assert await attacked.worker.drain() == 1
+    run = await attacked.runs.get(out.run_id)
+    assert run is not None
+    assert run.status == "completed", run
+    assert len(await attacked.requests.for_run(out.run_id)) == 1
+    assert len(await side_effects(attacked, out.run_id, "refund-1001")) == 1
