@@ -5,15 +5,16 @@ no checkpoint holds a message ``input`` denied or masked (``graphs.admission``).
 invocation the runner settles the run from what the graph returned: the interrupts
 it stopped on (each names its approval request, whose interrupt id is recorded) or its final
 answer. Before resuming, it checks in the checkpoint that the decided call still waits.
+
+The run's input is read in ``graphs.run_input``, an invocation of the graph is
+``graphs.run_invocation`` and what it came to is ``graphs.run_outcome``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import HumanMessage
@@ -24,7 +25,7 @@ from langgraph.types import Command
 from approvals.errors import DatabaseUnavailable, InvalidRunInput, ThreadBusy
 from approvals.json_values import check_inputs
 from approvals.model import JobStatus, ResumeCheck, ResumeJob, RunStatus
-from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs, Settlement
+from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs
 from graphs.admission import (
     HELD_INPUT_CALL,
     Admission,
@@ -33,164 +34,21 @@ from graphs.admission import (
     input_gate,
 )
 from graphs.agent import close_cancelled
-from graphs.governance import SessionHolder, record_row
+from graphs.governance import SessionHolder
 from graphs.registry import GraphRegistry
 from graphs.resolver import decided_beforehand
-from graphs.run_config import EngineRun, engine_configurable
-from graphs.step_events import RunEventSink, StepEvents, StepUpdates
-from graphs.streaming import Publish, invoke_streaming
-from graphs.structured import StructuredAnswer
+from graphs.run_config import EngineRun
+from graphs.run_input import GraphInput, parse_graph_input, parse_input
+from graphs.run_invocation import GraphInvoker, RunKeys
+from graphs.run_outcome import RunOutcome, blocked_outcome, complete_job, outcome_of, request_of
+from graphs.step_events import RunEventSink
+from graphs.streaming import Publish
 
 if TYPE_CHECKING:
     from graphs.openai_host.runner import OpenAIRunner
 
-log = logging.getLogger("approvals.runner")
 
-MAX_MESSAGE_LENGTH = 20_000
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunOutcome:
-    run_id: str
-    thread_id: str
-    status: RunStatus
-    error: str | None = None
-    answer: str | None = None
-    waiting_on: tuple[tuple[str, str], ...] = ()
-    records: tuple[dict[str, Any], ...] = ()
-    #: The step's node updates its settlement writes (``graphs.step_events``).
-    events: StepUpdates = ()
-
-    @property
-    def pending(self) -> list[str]:
-        """The approval requests the run waits on."""
-        return [request_id for request_id, _ in self.waiting_on]
-
-    @property
-    def settlement(self) -> Settlement:
-        return Settlement(
-            run_id=self.run_id,
-            status=self.status,
-            error=self.error,
-            answer=self.answer,
-            waiting_on=self.waiting_on,
-            records=self.records,
-            events=self.events,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "thread_id": self.thread_id,
-            "status": self.status.value,
-            "pending": self.pending,
-            "error": self.error,
-            "answer": self.answer,
-        }
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GraphInput:
-    """A host graph's run input: the message ``input`` governs, the graph's other input keys,
-    and what its invocations get beside the state."""
-
-    message: str
-    state: dict[str, Any]
-    #: For the graph's ``context_schema``.
-    context: dict[str, Any] | None = None
-    #: The caller's ``configurable`` values (the engine's own keys cannot be set).
-    configurable: dict[str, Any] | None = None
-
-    def kept(self) -> dict[str, Any]:
-        """What the run's row keeps besides the message: what a resume passes again."""
-        out: dict[str, Any] = {}
-        if self.context is not None:
-            out["context"] = self.context
-        if self.configurable:
-            out["configurable"] = self.configurable
-        return out
-
-
-#: ``configurable`` keys a caller cannot set: the thread, LangGraph's and the engine's own.
-_RESERVED_PREFIXES = ("__", "approvals_", "checkpoint_")
-_RESERVED_KEYS = frozenset({"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map"})
-
-
-def parse_graph_input(value: Any, fields: tuple[str, ...], *, takes_context: bool) -> GraphInput:
-    """The input of a graph that takes its own input (a ``create_agent`` agent): its new user
-    message, as ``{"messages": [{"role": "user", "content": "..."}]}`` (one message: the one
-    ``input`` governs) or ``{"message": "..."}``; the graph's other input keys (``fields``),
-    passed on as they are; ``context`` (when the graph has a ``context_schema``) and
-    ``configurable``, given to each of its invocations. Anything else is refused, naming what
-    the graph takes."""
-    if not isinstance(value, dict):
-        raise InvalidRunInput('input must be a JSON object like {"messages": [...]}')
-    context = value.get("context")
-    if "context" in value and (not takes_context or not isinstance(context, dict)):
-        raise InvalidRunInput(
-            '"context" must be an object, for a graph with a context_schema'
-            if takes_context
-            else "this graph has no context_schema: it takes no context"
-        )
-    configurable = value.get("configurable")
-    if "configurable" in value:
-        if not isinstance(configurable, dict):
-            raise InvalidRunInput('"configurable" must be an object')
-        reserved = sorted(
-            k for k in configurable if k in _RESERVED_KEYS or k.startswith(_RESERVED_PREFIXES)
-        )
-        if reserved:
-            raise InvalidRunInput(f"configurable key(s) the engine sets: {', '.join(reserved)}")
-    own = ("message", "messages", "context", "configurable")
-    rest = {k: v for k, v in value.items() if k not in own}
-    unknown = set(rest) - set(fields)
-    if unknown:
-        extra = ["context"] if takes_context else []
-        takes = ", ".join(["message", "messages", *fields, *extra, "configurable"])
-        raise InvalidRunInput(
-            f"unknown input field(s): {', '.join(sorted(unknown))} (this graph takes {takes})"
-        )
-    if "messages" in value:
-        if "message" in value:
-            raise InvalidRunInput('give "message" or "messages", not both')
-        messages = value["messages"]
-        if not isinstance(messages, list) or len(messages) != 1:
-            raise InvalidRunInput('"messages" must be a list holding the one new user message')
-        item = messages[0]
-        if isinstance(item, dict) and item.get("role", "user") in ("user", "human"):
-            if set(item) - {"role", "content", "type"}:
-                raise InvalidRunInput("a message has only role and content")
-            item = item.get("content")
-        if not isinstance(item, str):
-            raise InvalidRunInput(
-                'the message must be {"role": "user", "content": "..."} or a string'
-            )
-    else:
-        item = value.get("message")
-    return GraphInput(
-        message=parse_input({"message": item}),
-        state=rest,
-        context=context,
-        configurable=configurable,
-    )
-
-
-def parse_input(value: Any) -> str:
-    """Run input is ``{"message": "..."}``."""
-    if not isinstance(value, dict):
-        raise InvalidRunInput('input must be a JSON object like {"message": "..."}')
-    unknown = set(value) - {"message"}
-    if unknown:
-        raise InvalidRunInput(f"unknown input field(s): {', '.join(sorted(unknown))}")
-    message = value.get("message")
-    if not isinstance(message, str) or not message.strip():
-        raise InvalidRunInput('"message" must be a non-empty string')
-    if len(message) > MAX_MESSAGE_LENGTH:
-        raise InvalidRunInput(f'"message" is longer than {MAX_MESSAGE_LENGTH} characters')
-    return message
-
-
-class Runner:
+class Runner(GraphInvoker):
     def __init__(
         self,
         *,
@@ -298,7 +156,7 @@ class Runner:
         )
         async with self._runs.begin(new, check=refuse_if_waiting if given_thread else None) as run:
             if admission.state is None:
-                blocked = _blocked_outcome(admission.blocked or {}, run_id, thread_id)
+                blocked = blocked_outcome(admission.blocked or {}, run_id, thread_id)
                 outcome = await self._ended(holder, blocked)
             elif admission.held:
                 outcome = await self._hold(
@@ -350,7 +208,7 @@ class Runner:
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
         payload: Any = await self._resume_payload(graph, config, job, check.interrupt_id)
         if isinstance(payload, _Finished):
-            settled = _outcome_of(payload.values, job.run_id, job.thread_id)
+            settled = outcome_of(payload.values, job.run_id, job.thread_id)
             await claimed.complete(JobStatus.SKIPPED, None, settled.settlement)
             return None
         holder = SessionHolder(first_sequence=check.next_sequence)
@@ -446,7 +304,7 @@ class Runner:
         blocked: dict[str, Any] | None,
     ) -> RunOutcome:
         if blocked is not None:
-            return await self._ended(holder, _blocked_outcome(blocked, keys.run_id, keys.thread_id))
+            return await self._ended(holder, blocked_outcome(blocked, keys.run_id, keys.thread_id))
         gate = input_gate(graph)
         admitted = {**state, "messages": [HumanMessage(content=content)]}
         if gate is not None:
@@ -479,7 +337,7 @@ class Runner:
         state = await graph.aget_state(config)
         for task in state.tasks:
             for intr in task.interrupts:
-                if _request_of(intr) == job.request_id:
+                if request_of(intr) == job.request_id:
                     return Command(resume={intr.id: ref})
         if state.tasks:
             # The thread has unfinished steps and this call no longer waits: the process
@@ -493,232 +351,9 @@ class Runner:
         # from the final state so that it never stays "waiting".
         return _Finished(state.values if isinstance(state.values, dict) else {})
 
-    async def _invoke(
-        self,
-        graph: Pregel[Any, Any, Any, Any],
-        payload: Any,
-        keys: RunKeys,
-        holder: SessionHolder,
-    ) -> RunOutcome:
-        run_id, thread_id = keys.run_id, keys.thread_id
-        # The engine's bookkeeping travels in the config, not in the graph's state: a host
-        # graph (create_agent with ApprovalMiddleware) keeps its own state schema.
-        engine = engine_configurable(
-            run_id=run_id, principal=keys.principal, graph=keys.graph, deps=self._registry.deps
-        )
-        config: RunnableConfig = {
-            "configurable": {
-                **(keys.configurable or {}),
-                "thread_id": thread_id,
-                **holder.config(),
-                **engine,
-            }
-        }
-        observe = keys.observe
-        # The step's node updates are written by its settlement (graphs.step_events).
-        updates = StepEvents(run_id, self._events) if self._events is not None else None
-
-        async def publish(node: str, data: dict[str, Any]) -> None:
-            if updates is not None:
-                updates.add(node, data)
-            if observe is not None:
-                await observe(node, data)
-
-        try:
-            outcome = await self._invoke_in(
-                graph, payload, run_id, thread_id, config, keys.context, publish
-            )
-        except Exception:
-            if updates is not None:
-                await updates.abandon()
-            raise
-        finally:
-            if updates is not None:
-                updates.stop()
-        if updates is not None:
-            outcome = dataclasses.replace(outcome, events=await updates.take())
-        return await self._ended(holder, outcome)
-
-    async def _ended(self, holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
-        """The outcome with the session's records; ``agent_shutdown`` when the run ended."""
-        session = holder.session
-        if session is None:
-            return outcome
-        if outcome.status is RunStatus.COMPLETED and session.blocked is not None:
-            # A nested agent stopped by a deny: its parent's state does not say so.
-            outcome = _blocked_outcome(session.blocked, outcome.run_id, outcome.thread_id)
-        if outcome.status is not RunStatus.WAITING:
-            await session.shutdown(_SHUTDOWN_REASONS.get(outcome.status, "error"))
-        return dataclasses.replace(outcome, records=tuple(record_row(r) for r in session.records()))
-
-    async def _invoke_in(
-        self,
-        graph: Pregel[Any, Any, Any, Any],
-        payload: Any,
-        run_id: str,
-        thread_id: str,
-        config: RunnableConfig,
-        context: dict[str, Any] | None = None,
-        publish: Publish | None = None,
-    ) -> RunOutcome:
-        try:
-            # durability="sync": a step's checkpoint is written before the next step starts. With
-            # LangGraph's default ("async") a tool step can record a request, or execute, while
-            # the checkpoint holding the model's tool calls is still being written; a crash then
-            # replays the model, which may propose other calls, and the recorded call is
-            # orphaned (or a different call repeats its effect).
-            # Streamed, so that each node update is published as it happens (graphs.streaming).
-            result = await invoke_streaming(
-                graph, payload, config, context=context, publish=publish or _ignore
-            )
-        except Exception as exc:  # a host failure stops the run, visibly
-            if isinstance(exc, DatabaseUnavailable) or self._transient(exc):
-                # The database went away mid-step: nothing is lost (the step re-runs from its
-                # checkpoint), so leave the run as it is for the job to be retried.
-                raise DatabaseUnavailable(f"{type(exc).__name__}: {exc}") from exc
-            log.exception("run %s failed", run_id, extra={"run_id": run_id})
-            error = f"{type(exc).__name__}: {exc}"[:1000]
-            return RunOutcome(
-                run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=error
-            )
-        foreign = await _foreign_interrupts(graph, config, result)
-        if foreign is not None:
-            log.error("run %s: %s", run_id, foreign, extra={"run_id": run_id})
-            # Nothing will ever answer that interrupt: close the steps waiting on the thread
-            # (as for a cancelled run) so that it takes new input.
-            notice = f"Run {run_id} failed: it stopped on an interrupt() nobody can answer."
-            await close_cancelled(graph, {"configurable": {"thread_id": thread_id}}, notice)
-            return RunOutcome(
-                run_id=run_id, thread_id=thread_id, status=RunStatus.FAILED, error=foreign
-            )
-        return _outcome_of(result, run_id, thread_id)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunKeys:
-    """Which run an invocation serves: what the runner's config carries to the graph."""
-
-    run_id: str
-    thread_id: str
-    principal: str
-    graph: str
-    context: dict[str, Any] | None = None
-    configurable: dict[str, Any] | None = None
-    #: Given each node update as it happens, besides the run's event sink.
-    observe: Publish | None = None
-
-
-async def _ignore(node: str, data: dict[str, Any]) -> None:
-    return None
-
 
 @dataclasses.dataclass(frozen=True)
 class _Finished:
     """The thread's graph has ended; ``values`` is its final state."""
 
     values: dict[str, Any]
-
-
-_SHUTDOWN_REASONS = {
-    RunStatus.COMPLETED: "completed",
-    # summary.reason is completed | error | cancelled (AGENT-HOOKS-0.1 §4.2): a run a policy
-    # stopped ended in error, as far as the contract is concerned.
-    RunStatus.BLOCKED: "error",
-    RunStatus.FAILED: "error",
-}
-INTERRUPT_CHANNEL = "__interrupt__"
-
-
-def _request_of(intr: Any) -> str | None:
-    value = getattr(intr, "value", None)
-    if isinstance(value, dict) and isinstance(value.get("request_id"), str):
-        return str(value["request_id"])
-    return None
-
-
-async def _foreign_interrupts(
-    graph: Pregel[Any, Any, Any, Any], config: RunnableConfig, result: Any
-) -> str | None:
-    """Why the run cannot wait, when it stopped on an ``interrupt()`` the engine did not
-    create (a tool's or a node's own, or another middleware's): no approval request names it,
-    so nothing could ever decide it and the run would wait forever. The error names the node."""
-    values = result if isinstance(result, dict) else {}
-    foreign = [i for i in values.get(INTERRUPT_CHANNEL) or [] if _request_of(i) is None]
-    if not foreign:
-        return None
-    ids = {str(getattr(i, "id", "")) for i in foreign}
-    state = await graph.aget_state(config, subgraphs=True)
-    nodes = sorted(_nodes_waiting_on(state, ids)) or ["unknown"]
-    value = repr(getattr(foreign[0], "value", None))[:200]
-    return (
-        f"the run stopped on an interrupt() the engine did not create, in node "
-        f"{', '.join(nodes)} (value {value}): nothing can decide it. Pause for a human through "
-        "the engine instead (ApprovalMiddleware interrupt_on, a policy, or a sensitive "
-        "governed tool)"
-    )[:1000]
-
-
-def _nodes_waiting_on(state: Any, ids: set[str]) -> set[str]:
-    """The names of the tasks (in subgraphs too) holding one of the interrupts ``ids``."""
-    names: set[str] = set()
-    for task in getattr(state, "tasks", ()):
-        if any(str(i.id) in ids for i in task.interrupts):
-            names.add(task.name)
-        if task.state is not None and not isinstance(task.state, dict):
-            names |= {f"{task.name}/{n}" for n in _nodes_waiting_on(task.state, ids)}
-    return names
-
-
-def _blocked_outcome(blocked: dict[str, Any], run_id: str, thread_id: str) -> RunOutcome:
-    """A run a deny stopped, with an error naming the point and the reason."""
-    detail = blocked.get("message") or blocked.get("reason") or "denied"
-    return RunOutcome(
-        run_id=run_id,
-        thread_id=thread_id,
-        status=RunStatus.BLOCKED,
-        error=f"blocked at {blocked.get('point')}: {detail}"[:1000],
-    )
-
-
-def _outcome_of(result: Any, run_id: str, thread_id: str) -> RunOutcome:
-    """A run's outcome from what the invocation returned: the interrupts it stopped on (each
-    naming its approval request) or the final answer."""
-    values = result if isinstance(result, dict) else {}
-    waiting = [
-        (request_id, str(intr.id))
-        for intr in values.get(INTERRUPT_CHANNEL) or []
-        if (request_id := _request_of(intr)) is not None
-    ]
-    if waiting or values.get(INTERRUPT_CHANNEL):
-        return RunOutcome(
-            run_id=run_id,
-            thread_id=thread_id,
-            status=RunStatus.WAITING,
-            waiting_on=tuple(waiting),
-        )
-    # ``approvals_blocked``: the key ApprovalMiddleware adds to a create_agent agent's state.
-    blocked = values.get("blocked") or values.get("approvals_blocked")
-    if isinstance(blocked, dict):
-        return _blocked_outcome(blocked, run_id, thread_id)
-    messages = values.get("messages") or []
-    content = messages[-1].content if messages else None
-    if values.get("structured_response") is not None:
-        # A create_agent response_format answer: the answer itself, not the tool message
-        # that confirmed it to the model.
-        content = StructuredAnswer(answer=values["structured_response"], call_id=None).text
-    return RunOutcome(
-        run_id=run_id,
-        thread_id=thread_id,
-        status=RunStatus.COMPLETED,
-        answer=content if isinstance(content, str) else None,
-    )
-
-
-async def complete_job(claimed: ClaimedJob, outcome: RunOutcome) -> None:
-    """Close a resume job with what its run came to (failed when the run failed, done
-    otherwise); the same statement settles the run."""
-    await claimed.complete(
-        JobStatus.FAILED if outcome.status is RunStatus.FAILED else JobStatus.DONE,
-        outcome.error,
-        outcome.settlement,
-    )

@@ -52,7 +52,7 @@ from web.notifier import Notifier
 from web.settings import Settings
 
 if TYPE_CHECKING:
-    from graphs.runner import RunOutcome
+    from graphs.run_outcome import RunOutcome
     from graphs.streaming import Publish
 
 #: The storage types the faces name (in signatures and isinstance checks) and the database's

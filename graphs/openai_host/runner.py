@@ -34,7 +34,7 @@ from graphs.governance import SessionHolder, record_row
 from graphs.openai_host.calls import HostRun, enter, leave
 from graphs.openai_host.host import OpenAIHost, reachable
 from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates
-from graphs.runner import RunOutcome, complete_job
+from graphs.run_outcome import RunOutcome, complete_job
 from graphs.storable import storable_text
 
 log = logging.getLogger("approvals.openai")

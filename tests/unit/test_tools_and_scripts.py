@@ -16,7 +16,7 @@ from graphs.examples.email import email_script
 from graphs.examples.refund import refund_script
 from graphs.interceptors import EscalateSensitiveTools
 from graphs.lc_tools import from_langchain
-from graphs.runner import parse_input
+from graphs.run_input import parse_input
 from graphs.tools import ToolCall, governed_tool
 
 
