@@ -13,8 +13,8 @@ import contextlib
 import logging
 
 from approvals.errors import ApprovalsError, DatabaseUnavailable, GraphLoadError, GraphNotFound
-from approvals.model import JobStatus, RunStatus, SweepResult
-from approvals.ports import ClaimedJob, Expiry, ResumeQueue, Settlement
+from approvals.model import JobStatus, SweepResult
+from approvals.ports import Expiry, ResumeQueue
 from graphs.runner import Runner
 
 log = logging.getLogger("approvals.worker")
@@ -61,13 +61,15 @@ class Worker:
                 raise
             except ApprovalsError as exc:
                 log.error("job %s failed: %s", claimed.job.id, exc)
-                await _fail(claimed, str(exc))
+                await claimed.complete(JobStatus.FAILED, str(exc))
             except Exception as exc:
                 # Not an error the engine knows: a defect, or a graph or SDK raising what it
                 # should not. Left queued, the job would be claimed again by every worker,
                 # and end each one's drain (and run) the same way: it fails, loudly, instead.
                 log.exception("job %s failed unexpectedly", claimed.job.id)
-                await _fail(claimed, f"unexpected {type(exc).__name__}: {exc}")
+                await claimed.complete(
+                    JobStatus.FAILED, f"unexpected {type(exc).__name__}: {exc}"[:500]
+                )
             return True
 
     async def drain(self, stop: asyncio.Event | None = None) -> int:
@@ -125,15 +127,6 @@ class Worker:
             await asyncio.wait((waiting, stopping))
         if not waiting.cancelled():
             waiting.result()  # a RETRYABLE error of the wait is raised here
-
-
-async def _fail(claimed: ClaimedJob, error: str) -> None:
-    """Close a job whose resume failed, and fail its run with it, in one statement: nothing
-    will resume the run again (no job is queued for it), so left ``waiting`` it would look
-    alive for ever. A run cancelled meanwhile stays cancelled (the settlement is refused)."""
-    error = error[:500]
-    failed = Settlement(run_id=claimed.job.run_id, status=RunStatus.FAILED, error=error)
-    await claimed.complete(JobStatus.FAILED, error, failed)
 
 
 class ExpirySweeper:
