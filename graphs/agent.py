@@ -342,7 +342,10 @@ def build_agent(
         return END if state.get("blocked") else "agent"
 
     async def route(state: AgentState) -> list[Send] | str:
-        if state.get("blocked"):
+        if state.get("blocked") or state.get("new_input"):
+            # A message nobody governed yet: ``agent`` handed it to ``start``
+            # (``Command(goto="start")``), and a Command does not stop the node's own edges.
+            # No tool may run beside ``start``, before ``input`` has decided.
             return END
         last = state["messages"][-1]
         if isinstance(last, AIMessage) and last.tool_calls:
