@@ -28,7 +28,7 @@ class PgClaimedJob:
         self._conn = conn
         self._job = job
         #: After ``complete``: the settlement's outcome ('settled', 'refused' when the run had
-        #: been cancelled, 'recorded' when no run status was given).
+        #: ended, 'recorded' when no run status was given).
         self.outcome: str | None = None
 
     @property

@@ -1,12 +1,12 @@
 """Runs and the tool-execution ledger.
 
-A run is settled in one place, the SQL function ``approvals_settle_step_v3`` (migration 0024),
+A run is settled in one place, the SQL function ``approvals_settle_step_v4`` (migration 0025),
 whether the step ended in the process that started the run (``PgRuns.begin``) or in a worker
 closing a resume job (``storage.queue``). Its rules: the step's interception records, and the
-node updates it is given, are always kept (the updates before the run's status event); a
-cancelled run is final, so settling it to another status is refused (audited as
-``run.settle_refused``) and the function says so, which the writers log and keep as
-``outcome``.
+node updates it is given, are always kept (the updates before the run's status event); a run
+that ended (completed, blocked, failed or cancelled) is final, so settling it again is refused
+(audited as ``run.settle_refused``; only a cancel's own settlement over its cancellation is
+taken) and the function says so, which the writers log and keep as ``outcome``.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ from storage.requests import custom_planned
 
 log = logging.getLogger(__name__)
 
-#: What ``approvals_settle_step_v3`` answers when a settlement to a cancelled run is refused.
+#: What ``approvals_settle_step_v4`` answers when a settlement to a run that ended is refused.
 REFUSED = "refused"
 
 
 def settlement_outcome(outcome: str | None, settlement: Settlement) -> str | None:
-    """Log a refused settlement (the run had been cancelled while its step ran) and return
-    the function's answer."""
+    """Log a refused settlement (the run had ended, usually cancelled while its step ran) and
+    return the function's answer."""
     if outcome == REFUSED:
         log.info(
-            "run %s was cancelled: its settlement to %s was refused",
+            "run %s had ended (cancelled, or settled before): its settlement to %s was refused",
             settlement.run_id,
             settlement.status.value,
         )
@@ -59,8 +59,8 @@ def settlement_params(settlement: Settlement) -> dict[str, Any]:
 class PgRunLease:
     def __init__(self) -> None:
         self.settlement: Settlement | None = None
-        #: After the lease is released: 'settled', or 'refused' when the run had been
-        #: cancelled (``None``: nothing was settled).
+        #: After the lease is released: 'settled', or 'refused' when the run had ended
+        #: (``None``: nothing was settled).
         self.outcome: str | None = None
 
     def settle(self, settlement: Settlement) -> None:

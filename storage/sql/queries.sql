@@ -69,9 +69,9 @@ SELECT r.* FROM runs r
 
 -- name: settle_run_and_unlock
 -- Settle a run and release the thread lock this session took for it, with the step's
--- interception records, node updates and audit events (approvals_settle_step_v3: `settled` is
--- 'settled', or 'refused' when the run had been cancelled).
-SELECT approvals_settle_step_v3(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
+-- interception records, node updates and audit events (approvals_settle_step_v4: `settled` is
+-- 'settled', or 'refused' when the run had ended: cancelled, or settled before).
+SELECT approvals_settle_step_v4(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
                                 %(answer)s, %(request_ids)s::uuid[],
                                 %(interrupt_ids)s::text[], %(events)s::jsonb) AS settled,
        pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
@@ -392,7 +392,7 @@ SELECT pg_advisory_lock(approvals_thread_lock_key_v1(%(thread_id)s))::text AS lo
 SELECT pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
 
 -- name: finish_job
--- Close a claimed job, and end its step (approvals_settle_step_v3: the step's interception
+-- Close a claimed job, and end its step (approvals_settle_step_v4: the step's interception
 -- records and node updates, the run's settlement when a status is given, their audit events),
 -- then write the job's end (resume.finished, .skipped or .failed), after the settlement locked
 -- its rows.
@@ -405,7 +405,7 @@ WITH job AS (
      WHERE id = %(id)s
     RETURNING *
 ), settled AS (
-    SELECT approvals_settle_step_v3(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
+    SELECT approvals_settle_step_v4(%(run_id)s, %(records)s::jsonb, %(run_status)s, %(error)s,
                                     %(answer)s, %(request_ids)s::uuid[],
                                     %(interrupt_ids)s::text[], %(events)s::jsonb) AS outcome
 ), audit AS (

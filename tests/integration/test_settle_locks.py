@@ -33,8 +33,10 @@ async def _waiting_on_a_lock(admin: psycopg.AsyncConnection[dict[str, object]], 
     [
         "approvals_settle_step_v2(%s, '[]', 'waiting', NULL, NULL,"
         " ARRAY[%s]::uuid[], ARRAY[%s]::text[])",
-        # What the engine calls now: the same settlement with the step's run events.
         "approvals_settle_step_v3(%s, '[]', 'waiting', NULL, NULL,"
+        " ARRAY[%s]::uuid[], ARRAY[%s]::text[], '[]')",
+        # What the engine calls now: v3 that refuses to settle any run that ended.
+        "approvals_settle_step_v4(%s, '[]', 'waiting', NULL, NULL,"
         " ARRAY[%s]::uuid[], ARRAY[%s]::text[], '[]')",
     ],
 )
