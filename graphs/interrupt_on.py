@@ -1,0 +1,154 @@
+"""``interrupt_on`` as ``ApprovalMiddleware`` reads it (``graphs.middleware``): which tool's calls
+wait for a human, the interceptor that asks, and the governance assembled from it, a policy and a
+given ``Governance``. What this engine cannot honour is refused when the agent is built."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_hooks import Decision, Interceptor, Verdict
+
+from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS
+from approvals.policy import Policy, load_policy
+from graphs.governance import Governance
+
+DECISIONS = frozenset({"approve", "edit", "reject", "respond"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Gate:
+    """One ``interrupt_on`` entry: the call waits for a human."""
+
+    allow_edit: bool
+    description: str | None
+    #: The decisions the approver may make, in the HumanInTheLoopMiddleware vocabulary.
+    allowed_decisions: tuple[str, ...] = DEFAULT_DECISIONS
+
+
+def gates(interrupt_on: Mapping[str, Any]) -> dict[str, Gate]:
+    """``interrupt_on`` read the way ``HumanInTheLoopMiddleware`` reads it; what this engine
+    cannot honour is refused here, when the agent is built, never after an approval."""
+    gates: dict[str, Gate] = {}
+    for name, entry in interrupt_on.items():
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"interrupt_on: a tool name must be a non-empty string, not {name!r}")
+        if entry is False:
+            continue
+        if entry is True:
+            # Every decision, as HumanInTheLoopMiddleware reads True (respond included).
+            gates[name] = Gate(allow_edit=True, description=None, allowed_decisions=DECISION_TYPES)
+            continue
+        if not isinstance(entry, Mapping):
+            raise TypeError(
+                f"interrupt_on[{name!r}] must be True, False or a mapping with "
+                f"allowed_decisions, not {type(entry).__name__}"
+            )
+        unknown = set(entry) - {"allowed_decisions", "description", "args_schema"}
+        if unknown:
+            # ``when`` would make the question depend on a predicate re-run on resume: a call
+            # could run unapproved because the predicate changed its mind. Policies say when.
+            raise ValueError(
+                f"interrupt_on[{name!r}]: {', '.join(sorted(unknown))} is not supported by "
+                "ApprovalMiddleware; say when a call needs a human in a policy (policy=...)"
+            )
+        allowed = entry.get("allowed_decisions")
+        if not isinstance(allowed, list | tuple) or not allowed or not set(allowed) <= DECISIONS:
+            raise ValueError(
+                f"interrupt_on[{name!r}].allowed_decisions must be a non-empty list of "
+                f"{', '.join(sorted(DECISIONS))}"
+            )
+        description = entry.get("description")
+        if description is not None and not isinstance(description, str):
+            raise TypeError(
+                f"interrupt_on[{name!r}].description must be a string here (a description "
+                "computed from the state would change what an approver was shown on resume)"
+            )
+        gates[name] = Gate(
+            allow_edit="edit" in allowed,
+            description=description,
+            allowed_decisions=tuple(d for d in DECISION_TYPES if d in allowed),
+        )
+    return gates
+
+
+class InterruptOn:
+    """At ``pre_tool_call``, a call of a tool named in ``interrupt_on`` is a liftable deny:
+    a human decides it, with the edit permission its ``allowed_decisions`` give."""
+
+    def __init__(
+        self, gates: Mapping[str, Gate], prefix: str, *, sensitive_escalates: bool = False
+    ) -> None:
+        self._gates = dict(gates)
+        self._prefix = prefix
+        self._sensitive_escalates = sensitive_escalates
+
+    def intercept(self, context: dict[str, Any], /) -> Verdict:
+        if context.get("interception_point") != "pre_tool_call":
+            return Verdict.allow()
+        name = context.get("tool_call", {}).get("name")
+        gate = self._gates.get(name) if isinstance(name, str) else None
+        if gate is None and self._sensitive_escalates and _marked_sensitive(context):
+            # A governed tool marked sensitive, with no policy to decide: as build_agent does.
+            gate = Gate(allow_edit=True, description=None)
+        if gate is None:
+            return Verdict.allow()
+        return Verdict(
+            decision=Decision.DENY,
+            reason="interrupt_on",
+            message=gate.description or f"{self._prefix}: {name}",
+            approval={
+                "allow_edit": gate.allow_edit,
+                "allowed_decisions": list(gate.allowed_decisions),
+            },
+        )
+
+
+def _marked_sensitive(context: dict[str, Any]) -> bool:
+    extensions = (context.get("extensions") or {}).get("approvals") or {}
+    tool = extensions.get("tool") if isinstance(extensions, dict) else None
+    return isinstance(tool, dict) and tool.get("sensitive") is True
+
+
+def governance(
+    gates: Mapping[str, Gate],
+    prefix: str,
+    policy: str | Path | Policy | None,
+    governance: Governance | None,
+) -> Governance:
+    """``interrupt_on`` first, then the policy, then the given governance's interceptors."""
+    interceptors: list[Interceptor] = []
+    names: list[str] = []
+    alone = policy is None and governance is None
+    if gates or alone:
+        # Also alone, with no tool named: an emitter with no interceptor denies everything.
+        interceptors.append(InterruptOn(gates, prefix, sensitive_escalates=alone))
+        names.append("interrupt_on")
+    if policy is not None:
+        loaded = load_policy(policy) if isinstance(policy, str | Path) else policy
+        if not isinstance(loaded, Policy):
+            raise TypeError(
+                f"policy must be a path or a loaded Policy, not {type(policy).__name__}"
+            )
+        interceptors.append(loaded)
+        names.append(f"policy:{Path(policy).stem}" if isinstance(policy, str | Path) else "policy")
+    if governance is None:
+        return Governance(interceptors=tuple(interceptors), names=tuple(names))
+    if governance.emitter is not None and interceptors:
+        raise ValueError(
+            "governance builds its own emitter: give interrupt_on and policy to it, not here"
+        )
+    for i, interceptor in enumerate(governance.interceptors):
+        names.append(
+            governance.names[i]
+            if i < len(governance.names)
+            else f"{type(interceptor).__name__}#{i}"
+        )
+    return dataclasses.replace(
+        governance,
+        interceptors=(*interceptors, *governance.interceptors),
+        names=tuple(names),
+    )
