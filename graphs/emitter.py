@@ -27,19 +27,19 @@ position in the text, so the SDK's text must produce it), a transform (applied b
 code), and the parallel profiles' snapshots.
 
 ``APPROVALS_EMITTER=sdk`` switches back to the SDK's emitter (``emitter_class``).
+
+What passes to and from the core (the context's text, the verdict gate, the record read back)
+is ``graphs.emitter_wire``; ``JsonContext`` is importable from here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
-import json
 import os
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
 from agent_hooks import (
     JCS_SHA256,
     CompositionConfig,
@@ -52,19 +52,31 @@ from agent_hooks import (
     InterceptionRecord,
     Verdict,
     VerdictSummary,
-    Warning,
     _core,
 )
 from agent_hooks.context import AgentContext
 from agent_hooks.emitter import (
     IdentityProvider,
     _Bound,
-    _host_error_of,
     _is_host_synthesized,
     _Outcome,
     _point_of,
     _summaries,
     _with_unions,
+)
+
+from graphs.emitter_wire import (
+    GATED,
+    POINTS,
+    VERDICT_MEMO,
+    JsonContext,
+    Wire,
+    fast_dumps,
+    gate,
+    key_of,
+    loads,
+    record_of,
+    wire_of,
 )
 
 #: The setting that picks the emitter: ``fast`` (``HostEmitter``, the default) or ``sdk``.
@@ -73,32 +85,9 @@ EMITTER_KINDS: Final = ("fast", "sdk")
 #: The attribute an interceptor sets to say it never mutates (nor keeps) the context it reads.
 READ_ONLY_ATTRIBUTE: Final = "context_read_only"
 
-#: orjson refuses what stdlib ``json`` refuses or writes differently (dataclasses, datetimes,
-#: subclasses of str/int/dict/list); what it still accepts and ``json`` does not (a tuple, a
-#: plain Enum, a UUID, NaN written as null) does not read back equal, which sends the context
-#: to the SDK's path.
-_STRICT: Final = (
-    orjson.OPT_PASSTHROUGH_DATACLASS
-    | orjson.OPT_PASSTHROUGH_DATETIME
-    | orjson.OPT_PASSTHROUGH_SUBCLASS
-)
-#: ``agent_hooks._marshal.dumps`` is ``json.dumps(obj, allow_nan=False)``, which builds an
-#: encoder per call; this is the same encoder, built once (same text, same errors).
-_STDLIB: Final = json.JSONEncoder(allow_nan=False)
 #: The provider name the record is finalized under when the enforced identity is supplied
 #: (the core hashes the context only for ``jcs-sha256``); the record gets the declared name back.
 _SUPPLIED: Final = "approvals-supplied"
-#: Distinct verdicts kept (interceptors answer with few distinct verdicts).
-_VERDICT_MEMO: Final = 512
-#: ``Enum(value)`` by dictionary: the enum call costs more than the rest of a lookup.
-_POINTS: Final = {p.value: p for p in InterceptionPoint}
-_MODES: Final = {m.value: m for m in EnforcementMode}
-
-#: What identifies an immutable verdict's wire text: decision, reason, message, warnings, labels.
-_VerdictKey = tuple[str, str | None, str | None, tuple[Warning, ...], tuple[str, ...]]
-#: The §5 gate's outcome by immutable verdict: a pure function of the key, so one table serves
-#: every emitter (a session builds a new one per invocation).
-_GATED: dict[_VerdictKey, Verdict] = {}
 
 
 def emitter_kind() -> str:
@@ -119,91 +108,11 @@ def reads_only(interceptor: object) -> bool:
     return getattr(interceptor, READ_ONLY_ATTRIBUTE, False) is True
 
 
-class JsonContext(dict[str, Any]):
-    """A context (a JSON value, by the contract) whose deep copy is a JSON round trip.
-
-    The SDK's emitter gives every interceptor its own deep copy of the context (§7 isolation);
-    ``copy.deepcopy`` walks it object by object, which is most of an emission's cost. orjson's
-    round trip yields the same independent copy several times faster. A value orjson cannot
-    carry (an integer beyond 64 bits, a non-string key) falls back to ``copy.deepcopy``.
-    ``HostEmitter`` parses its copies from the text it already has, which is the same thing."""
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
-        try:
-            copied: dict[str, Any] = orjson.loads(orjson.dumps(self))
-        except (TypeError, orjson.JSONEncodeError):
-            return {k: copy.deepcopy(v, memo) for k, v in self.items()}
-        return copied
-
-
-@dataclass(slots=True)
-class _Wire:
-    """One emission's context as the core reads it."""
-
-    text: str
-    #: A fresh copy not handed out yet (the one the purity check parsed).
-    spare: Any
-    #: ``copy.deepcopy`` of this context is an orjson round trip (``JsonContext``), so a copy
-    #: can be parsed from ``text``; otherwise it is ``copy.deepcopy`` itself.
-    by_json: bool
-    #: The input identity, when the declared provider is jcs-sha256.
-    identity: str | None = None
-    #: A transform rewrote the context: ``text`` and ``identity`` no longer describe it.
-    stale: bool = False
-    #: Verdicts already had from the first interceptors, handed to the SDK's dispatch in
-    #: their order instead of invoking those interceptors again (``HostEmitter._dispatch``).
-    replay: list[Verdict] | None = None
-
-    def copy_of(self, ctx: AgentContext) -> Any:
-        """What ``copy.deepcopy(ctx)`` returns, for a context the purity check passed."""
-        if self.stale or not self.by_json:
-            return copy.deepcopy(ctx)
-        spare, self.spare = self.spare, None
-        return spare if spare is not None else orjson.loads(self.text)
-
-
 @dataclass(slots=True)
 class _Awaiting:
     """What an interceptor returned to be awaited (``HostEmitter._call``)."""
 
     awaitable: Any
-
-
-def _wire_of(ctx: AgentContext) -> _Wire | None:
-    """The orjson text of ``ctx`` when it is plain JSON data, else ``None``.
-
-    Plain means: orjson writes it under ``_STRICT`` and reads it back equal (``==``, which tells
-    a list from a tuple and a NaN or an Enum from what orjson wrote for it). Such a value is one
-    stdlib ``json`` writes without error and parses to the same JSON value, so the core,
-    reading either text, computes the same thing."""
-    kind = type(ctx)
-    if kind is not dict and kind is not JsonContext:
-        return None
-    top = dict(ctx)
-    try:
-        data = orjson.dumps(top, option=_STRICT)
-        spare = orjson.loads(data)
-    except (TypeError, orjson.JSONEncodeError, orjson.JSONDecodeError):
-        return None
-    if spare != top:
-        return None
-    return _Wire(text=data.decode(), spare=spare, by_json=kind is not dict)
-
-
-def _fast_dumps(value: Any) -> str:
-    """orjson text of ``value``, or stdlib's when orjson would write it differently."""
-    try:
-        data = orjson.dumps(value, option=_STRICT)
-    except (TypeError, orjson.JSONEncodeError):
-        return _STDLIB.encode(value)
-    return data.decode()
-
-
-def _loads(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
 
 
 class HostEmitter(InterceptionEmitter):
@@ -221,7 +130,7 @@ class HostEmitter(InterceptionEmitter):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._wires: dict[int, _Wire] = {}
+        self._wires: dict[int, Wire] = {}
         #: The interceptors bound at each point, for the interceptor list they were read from
         #: (``register`` appends to it; a declaration replaces it).
         self._active_at: dict[InterceptionPoint | None, list[_Bound]] = {}
@@ -238,7 +147,7 @@ class HostEmitter(InterceptionEmitter):
         the SDK's code whole."""
         if isinstance(self._identity, IdentityProvider) or id(ctx) in self._wires:
             return await super().emit_unchecked(ctx)
-        wire = _wire_of(ctx)
+        wire = wire_of(ctx)
         if wire is None:
             return await super().emit_unchecked(ctx)
         try:
@@ -295,7 +204,7 @@ class HostEmitter(InterceptionEmitter):
         """The SDK's profile dispatch; under ``sequential/first_deny`` the interceptors run here
         while each allows, and an emission every interceptor allowed ends as the SDK's loop ends
         it. At the first verdict that is not an allow, the SDK's dispatch takes over, handed the
-        verdicts already had (``_Wire.replay``) in place of invoking those interceptors again,
+        verdicts already had (``Wire.replay``) in place of invoking those interceptors again,
         so everything it decides is its own code's."""
         wire = self._wires.get(id(ctx))
         first_deny = self._composition.profile is CompositionProfile.SEQUENTIAL_FIRST_DENY
@@ -328,7 +237,7 @@ class HostEmitter(InterceptionEmitter):
             return _Outcome(known[1], None, known[2], False, None)
         combined = _with_unions(Verdict(decision=Decision.ALLOW), had)
         summaries = _summaries(had, list(names))
-        if len(self._allows) >= _VERDICT_MEMO:
+        if len(self._allows) >= VERDICT_MEMO:
             self._allows.clear()
         # The verdicts are kept alive with the entry, so their ids in the key stay theirs.
         self._allows[key] = (tuple(had), combined, summaries)
@@ -344,7 +253,7 @@ class HostEmitter(InterceptionEmitter):
         answer = self._call(bound, ctx, wire)
         return await self._settle(bound, answer) if isinstance(answer, _Awaiting) else answer
 
-    def _call(self, bound: _Bound, ctx: AgentContext, wire: _Wire) -> Verdict | _Awaiting:
+    def _call(self, bound: _Bound, ctx: AgentContext, wire: Wire) -> Verdict | _Awaiting:
         """``InterceptionEmitter._invoke`` up to the await: the gated verdict of an interceptor
         that answered at once, or what it returned to be awaited."""
         interceptor = bound.interceptor
@@ -381,18 +290,18 @@ class HostEmitter(InterceptionEmitter):
         An immutable verdict (only strings, no approval block, transform or evidence) has one
         wire text per value of its fields, and the gate is a function of that text: its outcome
         is kept by those values."""
-        key = _key_of(raw)
+        key = key_of(raw)
         if key is None:
-            return _gate(raw)
-        known = _GATED.get(key)
+            return gate(raw)
+        known = GATED.get(key)
         if known is not None:
             return known
-        verdict = _gate(raw)
+        verdict = gate(raw)
         if verdict.approval is None and verdict.transform is None and verdict.evidence is None:
             # Immutable (frozen, tuples of frozen values): sharing it is unobservable.
-            if len(_GATED) >= _VERDICT_MEMO:
-                _GATED.clear()
-            _GATED[key] = verdict
+            if len(GATED) >= VERDICT_MEMO:
+                GATED.clear()
+            GATED[key] = verdict
         return verdict
 
     def _active(self, ctx: AgentContext) -> list[_Bound]:
@@ -403,7 +312,7 @@ class HostEmitter(InterceptionEmitter):
         """The interceptors bound at the context's point, kept per point for the interceptor
         list they were read from (not to be changed by the caller)."""
         point = ctx.get("interception_point")
-        at = _POINTS.get(point) if type(point) is str else _point_of(ctx)
+        at = POINTS.get(point) if type(point) is str else _point_of(ctx)
         bounds = self._interceptors
         if self._active_of != (id(bounds), len(bounds)):
             self._active_at.clear()
@@ -420,7 +329,7 @@ class HostEmitter(InterceptionEmitter):
         if known is not None and known[0] is summaries:
             return known[1]
         wired = [s.to_wire() for s in summaries]
-        if len(self._wires_of) >= _VERDICT_MEMO:
+        if len(self._wires_of) >= VERDICT_MEMO:
             self._wires_of.clear()
         # The summaries are kept alive with the entry, so their id in the key stays theirs.
         self._wires_of[id(summaries)] = (summaries, wired)
@@ -459,112 +368,16 @@ class HostEmitter(InterceptionEmitter):
         self._stamp_declaration(options)
         combined = outcome.combined.to_wire()
         try:
-            text = wire.text if not wire.stale else _fast_dumps(dict(ctx))
+            text = wire.text if not wire.stale else fast_dumps(dict(ctx))
             record_json = _core.finalize(
-                text, _fast_dumps(combined), self._mode.value, _fast_dumps(options)
+                text, fast_dumps(combined), self._mode.value, fast_dumps(options)
             )
         except ValueError:
             # The SDK's code, with its text, for whatever the core refuses.
             return super()._finalize(ctx, outcome, input_identity)
-        return _record_of(
-            _loads(record_json), declared, outcome, combined, options, self._composition
+        return record_of(
+            loads(record_json), declared, outcome, combined, options, self._composition
         )
-
-
-def _record_of(
-    obj: dict[str, Any],
-    declared: str | None,
-    outcome: _Outcome,
-    combined_wire: dict[str, Any],
-    options: dict[str, Any],
-    composition: CompositionConfig,
-) -> InterceptionRecord:
-    """``InterceptionRecord.from_core(obj)`` with the declared provider, reusing the values the
-    record echoes when its wire is what went in (they are frozen), and enums by dictionary.
-    ``combined_wire``: ``outcome.combined.to_wire()``."""
-    combined = outcome.combined
-    vw = obj["verdict"]
-    immutable = combined.approval is None and combined.transform is None
-    verdict = (
-        combined
-        if immutable and combined.evidence is None and vw == combined_wire
-        else Verdict._from_core(vw)
-    )
-    summaries = obj.get("verdicts") or []
-    comp = obj.get("composition")
-    return InterceptionRecord(
-        interception_point=_POINTS.get(obj["interception_point"])
-        or InterceptionPoint(obj["interception_point"]),
-        mode=_MODES.get(obj["mode"]) or EnforcementMode(obj["mode"]),
-        verdict=verdict,
-        input_identity=obj.get("input_identity"),
-        enforced_identity=obj.get("enforced_identity"),
-        identity_provider=declared,
-        session_id=obj.get("session_id", ""),
-        sequence=obj.get("sequence", -1),
-        timestamp=obj.get("timestamp"),
-        trace=obj.get("trace"),
-        decided_by=obj.get("decided_by"),
-        composition=composition
-        if comp == options["composition"]
-        else CompositionConfig.from_wire(comp),
-        declaration=obj.get("declaration"),
-        verdicts=outcome.verdicts
-        if summaries == options["verdicts"]
-        else tuple(VerdictSummary.from_wire(v) for v in summaries),
-        fold_truncated=obj.get("fold_truncated"),
-        resolved_by=obj.get("resolved_by"),
-        interceptors_registered=obj.get("interceptors_registered", 0),
-    )
-
-
-def _key_of(raw: Any) -> _VerdictKey | None:
-    """The fields an immutable verdict's wire text is made of, or ``None`` for any other."""
-    if type(raw) is not Verdict:
-        return None
-    if raw.approval is not None or raw.transform is not None or raw.evidence is not None:
-        return None
-    decision, reason, message = raw.decision, raw.reason, raw.message
-    warnings, labels = raw.warnings, raw.result_labels
-    if (
-        type(decision) is not Decision
-        or not (reason is None or type(reason) is str)
-        or not (message is None or type(message) is str)
-        or type(warnings) is not tuple
-        or type(labels) is not tuple
-    ):
-        return None
-    for w in warnings:
-        if (
-            type(w) is not Warning
-            or not (w.reason is None or type(w.reason) is str)
-            or not (w.message is None or type(w.message) is str)
-        ):
-            return None
-    for label in labels:
-        if type(label) is not str:
-            return None
-    # ``_value_``: the member's value without the ``value`` property's descriptor call.
-    return (decision._value_, reason, message, warnings, labels)
-
-
-def _gate(raw: Any) -> Verdict:
-    """``InterceptionEmitter._invoke``'s §5 gate, verbatim in effect: the SDK's text."""
-    try:
-        wire = raw.to_wire() if isinstance(raw, Verdict) else raw
-        text = _STDLIB.encode(wire)
-    except Exception as e:
-        return Verdict.host_error(HostError.VERDICT_INVALID, str(e))
-    return _gate_text(text)
-
-
-def _gate_text(text: str) -> Verdict:
-    try:
-        return Verdict.from_wire(json.loads(_core.validate_verdict(text)))
-    except _core.AgentHooksCoreError as e:
-        return Verdict.host_error(_host_error_of(e, HostError.VERDICT_INVALID), str(e))
-    except Exception as e:
-        return Verdict.host_error(HostError.VERDICT_INVALID, str(e))
 
 
 __all__ = [
