@@ -6,16 +6,14 @@ emitter at ``policy.points``. ``load_cases`` and ``run_cases`` run a table of ca
 policy, as ``approvals policy test`` does. See docs/policies.md.
 """
 
+from approvals.policy.case_runs import context_for, run_case, run_cases
 from approvals.policy.cases import (
     Case,
     CaseResult,
     CasesFile,
     Expectation,
-    context_for,
     load_cases,
     parse_cases,
-    run_case,
-    run_cases,
 )
 from approvals.policy.evaluation import (
     DEFAULT_RULE,

@@ -2,28 +2,23 @@
 
 Each case is turned into a real AGENT-HOOKS context with ``AgentContextBuilder`` (the shape
 the host sends), run through the policy, and compared with what the case expects.
+
+This module reads a cases file; ``case_runs`` runs it against a policy.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from agent_hooks import AgentContext, AgentContextBuilder, Decision, InterceptionPoint, Verdict
-from agent_hooks.path import PathError
-from agent_hooks.path import apply as apply_transform
+from agent_hooks import InterceptionPoint
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS, OnExpiry
+from approvals.model import DECISION_TYPES, OnExpiry
 from approvals.policy.evaluation import (
     TOOL_METADATA,
-    Escalation,
-    Policy,
-    approvals_extension,
-    escalation_of,
 )
 from approvals.policy.rules import CONTENT_POINTS, TOOL_POINTS
 from approvals.policy.source import Fields, PolicyError, Reader, format_duration
@@ -57,7 +52,7 @@ EXPECT_FIELDS = (
     "value",
 )
 OUTCOMES = ("allow", "warn", "deny", "escalate", "transform")
-_ABSENT: Any = object()
+ABSENT: Any = object()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,14 +63,14 @@ class Expectation:
     rule: str | None = None
     warnings: tuple[str, ...] | None = None
     approvers: tuple[str, ...] | None = None
-    expires_in: timedelta | None = _ABSENT
+    expires_in: timedelta | None = ABSENT
     allow_edit: bool | None = None
     on_expiry: str | None = None
     #: The redacted argument paths, relative (``payment.card``); ``()``: none.
     redact: tuple[str, ...] | None = None
     #: The decisions approvers are offered (in ``DECISION_TYPES`` order, the default included).
     allowed_decisions: tuple[str, ...] | None = None
-    value: Any = _ABSENT
+    value: Any = ABSENT
 
     def describe(self) -> str:
         parts = [self.decision]
@@ -86,7 +81,7 @@ class Expectation:
             details.append(f"warnings: [{', '.join(self.warnings)}]")
         if self.approvers is not None:
             details.append(f"approvers: [{', '.join(self.approvers)}]")
-        if self.expires_in is not _ABSENT:
+        if self.expires_in is not ABSENT:
             details.append(
                 f"expires in {format_duration(self.expires_in)}" if self.expires_in else "no expiry"
             )
@@ -95,10 +90,10 @@ class Expectation:
         if self.on_expiry is not None:
             details.append(f"on expiry: {self.on_expiry}")
         if self.redact is not None:
-            details.append(_redacted(self.redact))
+            details.append(redacted(self.redact))
         if self.allowed_decisions is not None:
             details.append(f"decisions: [{', '.join(self.allowed_decisions)}]")
-        if self.value is not _ABSENT:
+        if self.value is not ABSENT:
             details.append(f"value: {self.value!r}")
         return " ".join(parts) + (f" ({'; '.join(details)})" if details else "")
 
@@ -298,7 +293,7 @@ def _expectation(reader: Reader, node: Node, what: str) -> Expectation:
             raise reader.error(
                 fields.key(key), f"{what}: expect.{key} applies only to {applies}, not {decision}"
             )
-    expires_in: timedelta | None = _ABSENT
+    expires_in: timedelta | None = ABSENT
     if "expires_in" in fields:
         node_expires = fields.value("expires_in")
         expires_in = (
@@ -334,7 +329,7 @@ def _expectation(reader: Reader, node: Node, what: str) -> Expectation:
         else None,
         value=reader.data(fields.value("value"), f"{what}: expect.value")
         if "value" in fields
-        else _ABSENT,
+        else ABSENT,
     )
 
 
@@ -348,7 +343,7 @@ def _redact_paths(reader: Reader, node: Node, what: str) -> tuple[str, ...]:
     return tuple(paths)
 
 
-def _redacted(paths: tuple[str, ...]) -> str:
+def redacted(paths: tuple[str, ...]) -> str:
     return f"redact: [{', '.join(f'args.{p}' for p in paths)}]" if paths else "nothing redacted"
 
 
@@ -367,61 +362,6 @@ def _enum_value(
     return value
 
 
-def context_for(case: Case, index: int = 0) -> AgentContext:
-    """The AGENT-HOOKS context a host would send for this case."""
-    builder = AgentContextBuilder(
-        agent_id=case.run.get("graph", "policy-test"),
-        framework="approvals-policy-test",
-        session_id=case.run.get("id", f"case-{index}"),
-    )
-    extension = approvals_extension(
-        tool=case.metadata if case.metadata is not None else ({} if case.tool else None),
-        tool_name=case.tool,
-        run_id=case.run.get("id"),
-        graph=case.run.get("graph"),
-        tool_counts=case.run.get("tool_counts", {}),
-    )
-    builder.with_l2(
-        actor={"id": case.principal, "kind": "human"} if case.principal else None,
-        extensions={"approvals": extension},
-    )
-    call_id = f"case-{index}"
-    point = case.point
-    if point is InterceptionPoint.AGENT_STARTUP:
-        return builder.agent_startup(tools_registered=[])
-    if point is InterceptionPoint.INPUT:
-        return builder.input(content=case.content if case.content is not None else "")
-    if point is InterceptionPoint.PRE_MODEL_CALL:
-        return builder.pre_model_call(model_id="policy-test", messages=[])
-    if point is InterceptionPoint.POST_MODEL_CALL:
-        return builder.post_model_call(
-            model_id="policy-test", content=case.content, tool_calls=[], finish_reason="stop"
-        )
-    if point is InterceptionPoint.PRE_TOOL_CALL:
-        return builder.pre_tool_call(call_id=call_id, name=case.tool or "", args=dict(case.args))
-    if point is InterceptionPoint.POST_TOOL_CALL:
-        return builder.post_tool_call(
-            call_id=call_id, name=case.tool or "", args=dict(case.args), value=case.result
-        )
-    if point is InterceptionPoint.OUTPUT:
-        return builder.output(content=case.content if case.content is not None else "")
-    return builder.agent_shutdown(reason="completed")
-
-
-def outcome_of(verdict: Verdict) -> str:
-    """The verdict in the words a cases file uses: allow, warn, deny, escalate, transform."""
-    if verdict.decision is Decision.TRANSFORM:
-        return "transform"
-    if verdict.decision is Decision.DENY:
-        return "escalate" if verdict.approval is not None else "deny"
-    return "warn" if verdict.warnings else "allow"
-
-
-def _offered(escalation: Escalation) -> tuple[str, ...]:
-    """The decisions an escalation offers: its list, or the default."""
-    return escalation.allowed_decisions or DEFAULT_DECISIONS
-
-
 def _decisions(reader: Reader, node: Node, what: str) -> tuple[str, ...]:
     listed = reader.strings(node, f"{what}: expect.allowed_decisions")
     for value, item in listed:
@@ -431,93 +371,3 @@ def _decisions(reader: Reader, node: Node, what: str) -> tuple[str, ...]:
             )
     names = {value for value, _ in listed}
     return tuple(d for d in DECISION_TYPES if d in names)
-
-
-def describe(verdict: Verdict, value: Any = _ABSENT) -> str:
-    """The verdict in words, as a failing case reports it."""
-    outcome = outcome_of(verdict)
-    parts = [outcome]
-    if verdict.reason is not None:
-        parts.append(f"by {verdict.reason}")
-    details = []
-    if verdict.warnings:
-        details.append(f"warnings: [{', '.join(w.reason or '?' for w in verdict.warnings)}]")
-    escalation = escalation_of(verdict)
-    if escalation is not None:
-        details.append(f"approvers: [{', '.join(escalation.approvers)}]")
-        expiry = escalation.expires_in
-        details.append(f"expires in {format_duration(expiry)}" if expiry else "no expiry")
-        details.append("edits allowed" if escalation.allow_edit else "no edits")
-        if escalation.on_expiry is OnExpiry.ESCALATE:
-            chain = ", then ".join(
-                f"[{', '.join(s.approvers)}] for {format_duration(s.expires_in)}"
-                for s in escalation.then
-            )
-            details.append(f"on expiry: escalate to {chain}")
-        if escalation.redact:
-            details.append(_redacted(escalation.redact))
-        if escalation.allowed_decisions:
-            details.append(f"decisions: [{', '.join(escalation.allowed_decisions)}]")
-    if value is not _ABSENT:
-        details.append(f"value: {value!r}")
-    if outcome == "deny" and verdict.message:
-        details.append(f"message: {verdict.message}")
-    return " ".join(parts) + (f" ({'; '.join(details)})" if details else "")
-
-
-def run_case(policy: Policy, case: Case, index: int = 0) -> CaseResult:
-    """Run one case through the policy and compare the verdict with its expectation."""
-    context = context_for(case, index)
-    verdict = policy.intercept(copy.deepcopy(context))
-    expect = case.expect
-    value: Any = _ABSENT
-    if verdict.transform is not None:
-        try:
-            value = apply_transform(
-                context["target"], verdict.transform.path, verdict.transform.value
-            )
-        except PathError as exc:
-            value = f"<transform does not apply: {exc}>"
-    passed = outcome_of(verdict) == expect.decision and _details_match(expect, verdict, value)
-    return CaseResult(
-        name=case.name,
-        passed=passed,
-        expected=expect.describe(),
-        got=describe(verdict, value if expect.value is not _ABSENT else _ABSENT),
-        line=case.line,
-    )
-
-
-def _details_match(expect: Expectation, verdict: Verdict, value: Any) -> bool:
-    warned = tuple(w.reason or "" for w in verdict.warnings)
-    if expect.rule is not None:
-        if expect.decision == "warn":
-            if expect.rule not in warned:
-                return False
-        elif verdict.reason != expect.rule:
-            return False
-    if expect.warnings is not None and warned != expect.warnings:
-        return False
-    escalation = escalation_of(verdict)
-    if escalation is not None:
-        if expect.approvers is not None and escalation.approvers != expect.approvers:
-            return False
-        if expect.expires_in is not _ABSENT and escalation.expires_in != expect.expires_in:
-            return False
-        if expect.allow_edit is not None and escalation.allow_edit != expect.allow_edit:
-            return False
-        if expect.on_expiry is not None and escalation.on_expiry != expect.on_expiry:
-            return False
-        if expect.redact is not None and escalation.redact != expect.redact:
-            return False
-        if (
-            expect.allowed_decisions is not None
-            and _offered(escalation) != expect.allowed_decisions
-        ):
-            return False
-    return expect.value is _ABSENT or value == expect.value
-
-
-def run_cases(policy: Policy, cases: CasesFile) -> list[CaseResult]:
-    """Run every case of a file, in order."""
-    return [run_case(policy, case, index) for index, case in enumerate(cases.cases)]
