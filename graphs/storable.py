@@ -1,5 +1,5 @@
 """What a run hands the database, made storable: a tool's result, the model's answer, an
-error's text (both hosts: graphs/tool_step.py and graphs/openai_host).
+error's text (both hosts: graphs/tool_execution.py and graphs/openai_host).
 
 They come from outside the engine (a tool reads a page someone else wrote, a model repeats
 it), so they may hold what PostgreSQL refuses: a NUL (text and ``jsonb`` cannot hold U+0000),
