@@ -20,10 +20,9 @@ else stops the run (status ``blocked``) with nothing of the denied content kept.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Annotated, Any, NotRequired, Protocol, TypedDict
 
-from agent_hooks import AgentHooksCoreError, InterceptionBlocked, Interceptor
+from agent_hooks import InterceptionBlocked, Interceptor
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -41,18 +40,18 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Send
 
-from approvals.identity import call_identity
-from approvals.ports import NewRequest
 from graphs.admission import (
     InputGate,
     blocked_reason,
     emit_input,
     emit_startup,
+    point_slot,
     register_gate,
 )
 from graphs.deps import GraphDeps
-from graphs.governance import ApprovalSlot, DeferredSlot, Governance, Session, session_of
+from graphs.governance import ApprovalSlot, Governance, Session, session_of
 from graphs.interceptors import EscalateSensitiveTools
+from graphs.run_config import EngineRun
 from graphs.tool_step import ToolStep, control_error
 from graphs.tools import GovernedTool
 
@@ -219,34 +218,16 @@ def build_agent(
         No slot when the content has no identity (outside the I-JSON domain, §4.4): the
         emitter denies that context itself (``host_error:context_invalid``), so there is
         nothing to ask a human, and the run must be blocked, not fail."""
-        run_id, principal = state["run_id"], state["started_by"]
         configurable = config.get("configurable") or {}
-
-        def make() -> ApprovalSlot | None:
-            call_id = f"{point}:{turn}"
-            try:
-                identity = call_identity(
-                    run_id=run_id, call_id=call_id, tool=f"@{point}", args=shown
-                )
-            except AgentHooksCoreError:
-                return None
-            new = NewRequest(
-                run_id=run_id,
-                thread_id=str(configurable.get("thread_id")),
-                call_id=call_id,
-                tool=f"@{point}",
-                shown={"point": point, **shown},
-                args_schema={},
-                identity=identity,
-                reason=None,
-                requested_by=principal,
-                expires_at=datetime.now(UTC) + deps.request_ttl,
-                state_version=(configurable.get("checkpoint_map") or {}).get(""),
-                allow_edit=False,
-            )
-            return deps.slot(new)
-
-        return DeferredSlot(make)
+        run = EngineRun(
+            run_id=state["run_id"],
+            principal=state["started_by"],
+            graph=name,
+            thread_id=str(configurable.get("thread_id")),
+            deps=deps,
+            state_version=(configurable.get("checkpoint_map") or {}).get(""),
+        )
+        return point_slot(run, point, turn, shown)
 
     async def start(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if not state.get("new_input"):
