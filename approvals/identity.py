@@ -6,9 +6,11 @@ tool, arguments), the same scheme AGENT-HOOKS-0.1 uses for its context identitie
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import Any
 
+import orjson
 from agent_hooks import canonical_json
 
 SCHEME = "jcs-sha256"
@@ -30,6 +32,56 @@ def shown_digest(*, run_id: str, call_id: str, tool: str, shown: dict[str, Any])
     """The digest of everything an approver is shown for one request (arguments, description,
     the rule that escalated it, redaction markers), checked before it is displayed or decided."""
     return jcs_sha256({"run_id": run_id, "call_id": call_id, "tool": tool, "shown": shown})
+
+
+#: ``checked_shown_digest``'s memo: a key that stands for exactly one JSON value, to its digest.
+_CHECKED: dict[bytes, str] = {}
+#: At most this many digests kept, of shown copies (with their run, call id and tool) of at most
+#: ``_CHECKED_MAX_BYTES`` as orjson writes them: a few MB at most.
+_CHECKED_MAX = 4096
+_CHECKED_MAX_BYTES = 2048
+#: Types orjson writes as something else (a datetime as a string, a subclass of str as a
+#: str): handed to ``_refuse`` instead, so that a key is only ever made of JSON values.
+_KEY_OPTIONS = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+def checked_shown_digest(*, run_id: str, call_id: str, tool: str, shown: dict[str, Any]) -> str:
+    """``shown_digest``, remembered for the shown copies seen last: an inbox page checks the
+    digest of each of its rows every time it is listed, and the canonical form is most of
+    that check's cost (about 8 us a row; a key and a lookup are under 1 us).
+
+    The memo's key is the value itself as orjson writes it with sorted keys, so one key is
+    one JSON value (key order aside, which the canonical form ignores too). Where orjson
+    would write two values alike, the value is not remembered: NaN and the infinities (which
+    it writes as null: any key holding ``null`` is left out, so none can stand for one),
+    values it cannot write (a lone surrogate, an integer beyond 64 bits), and types that are
+    not JSON (refused by ``_refuse``; a ``uuid.UUID`` or an ``Enum`` member orjson writes as
+    their value, but ``shown_digest`` raises for them in either case, and a copy read back
+    from the database holds JSON values only)."""
+    try:
+        key = orjson.dumps((run_id, call_id, tool, shown), default=_refuse, option=_KEY_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        key = b""
+    if not key or len(key) > _CHECKED_MAX_BYTES or b"null" in key:
+        return shown_digest(run_id=run_id, call_id=call_id, tool=tool, shown=shown)
+    found = _CHECKED.get(key)
+    if found is None:
+        found = shown_digest(run_id=run_id, call_id=call_id, tool=tool, shown=shown)
+        if len(_CHECKED) >= _CHECKED_MAX:
+            # The oldest goes; another thread may have taken it first.
+            with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                del _CHECKED[next(iter(_CHECKED))]
+        _CHECKED[key] = found
+    return found
 
 
 def idempotency_key(*, run_id: str, call_id: str) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from approvals.identity import shown_digest
+from approvals.identity import checked_shown_digest
 
 
 class RequestStatus(enum.StrEnum):
@@ -188,7 +188,7 @@ class PendingCall:
 
     def current_shown_digest(self) -> str:
         """The digest of the shown copy as it is now."""
-        return shown_digest(
+        return checked_shown_digest(
             run_id=self.run_id, call_id=self.call_id, tool=self.tool, shown=self.shown
         )
 
