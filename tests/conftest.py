@@ -8,27 +8,20 @@ server from the pgserver wheel, as the CLI does, so `make test` needs nothing in
 from __future__ import annotations
 
 import os
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 import pytest_asyncio
 
 from storage.migrate import upgrade
+from tests.db_pool import DatabasePool, with_database
+from tests.db_pool import admin_statement as _admin
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def with_database(url: str, name: str) -> str:
-    """The same server URL pointed at database ``name``."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 @pytest.fixture(scope="session")
@@ -39,11 +32,6 @@ def admin_url() -> str:
     from storage.embedded import start_embedded
 
     return start_embedded(ROOT / ".approvals" / "test-pg")
-
-
-async def _admin(admin_url: str, statement: str) -> None:
-    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
-        await conn.execute(statement)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -58,13 +46,21 @@ async def template_db(admin_url: str) -> AsyncIterator[str]:
     await _admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def database_pool(admin_url: str, template_db: str) -> AsyncIterator[DatabasePool]:
+    pool = DatabasePool(admin_url, template_db)
+    await pool.open()
+    yield pool
+    await pool.close()
+
+
 @pytest_asyncio.fixture(loop_scope="session")
-async def database_url(admin_url: str, template_db: str) -> AsyncIterator[str]:
-    name = f"approvals_test_{uuid.uuid4().hex[:12]}"
-    await _admin(admin_url, f"CREATE DATABASE {name} TEMPLATE {template_db}")
+async def database_url(admin_url: str, database_pool: DatabasePool) -> AsyncIterator[str]:
+    """A database of its own for the test, as fresh as a copy of the template: a copy, or one
+    an earlier test used, emptied (``tests/db_pool.py``: a drop per test cost a checkpoint)."""
+    name = await database_pool.take()
     yield with_database(admin_url, name)
-    # FORCE: a test that killed a worker may leave a backend behind for a moment.
-    await _admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    await database_pool.give_back(name)
 
 
 @pytest.fixture

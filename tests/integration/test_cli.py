@@ -176,7 +176,8 @@ async def test_the_demo_pauses_and_finishes_once_decided(
 async def test_an_unmigrated_database_says_to_upgrade(
     admin_url: str, cli_env: dict[str, str]
 ) -> None:
-    from tests.conftest import _admin, with_database
+    from tests.db_pool import admin_statement as _admin
+    from tests.db_pool import with_database
 
     name = f"approvals_empty_{uuid.uuid4().hex[:8]}"
     await _admin(admin_url, f"CREATE DATABASE {name}")
