@@ -84,6 +84,13 @@ def checked_shown_digest(*, run_id: str, call_id: str, tool: str, shown: dict[st
     return found
 
 
+#: What ``PendingCall.current_shown_digest`` reports for a shown copy no digest can be taken of
+#: (an integer past 2^53, an infinity, nesting past the canonical form's limit: all of which
+#: jsonb can hold after an insider's rewrite). Never a digest: ``shown_intact`` is false for it
+#: whatever the row's recorded digest says.
+UNREPRESENTABLE = f"{SCHEME}:unrepresentable"
+
+
 def idempotency_key(*, run_id: str, call_id: str) -> str:
     """A stable key for the one execution a (run, call) may have; tools pass it downstream."""
     return hashlib.sha256(f"approvals:{run_id}:{call_id}".encode()).hexdigest()[:32]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from approvals.identity import checked_shown_digest
+from approvals.identity import UNREPRESENTABLE, checked_shown_digest
 
 
 class RequestStatus(enum.StrEnum):
@@ -184,13 +184,19 @@ class PendingCall:
     @property
     def shown_intact(self) -> bool:
         """Whether the shown copy is still the one recorded (not edited behind our back)."""
-        return self.shown_digest == self.current_shown_digest()
+        found = self.current_shown_digest()
+        return found != UNREPRESENTABLE and self.shown_digest == found
 
     def current_shown_digest(self) -> str:
-        """The digest of the shown copy as it is now."""
-        return checked_shown_digest(
-            run_id=self.run_id, call_id=self.call_id, tool=self.tool, shown=self.shown
-        )
+        """The digest of the shown copy as it is now; ``UNREPRESENTABLE`` where none can be
+        taken (jsonb keeps numbers and nesting the canonical form refuses: a copy rewritten to
+        hold one is a changed copy, not an error that takes every listing holding it down)."""
+        try:
+            return checked_shown_digest(
+                run_id=self.run_id, call_id=self.call_id, tool=self.tool, shown=self.shown
+            )
+        except (ValueError, TypeError, RecursionError):
+            return UNREPRESENTABLE
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> PendingCall:
