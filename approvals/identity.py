@@ -76,11 +76,13 @@ def checked_shown_digest(*, run_id: str, call_id: str, tool: str, shown: dict[st
     found = _CHECKED.get(key)
     if found is None:
         found = shown_digest(run_id=run_id, call_id=call_id, tool=tool, shown=shown)
-        if len(_CHECKED) >= _CHECKED_MAX:
-            # The oldest goes; another thread may have taken it first.
+        _CHECKED[key] = found
+        while len(_CHECKED) > _CHECKED_MAX:
+            # The oldest go. Another thread may have taken the same one first, so this one
+            # tries again until the memo is within its bound (one attempt each let two
+            # threads evicting at once leave it one larger, time after time).
             with contextlib.suppress(KeyError, RuntimeError, StopIteration):
                 del _CHECKED[next(iter(_CHECKED))]
-        _CHECKED[key] = found
     return found
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -123,3 +125,26 @@ def test_a_shown_copy_is_digested_once_then_remembered(monkeypatch: pytest.Monke
     again = checked_shown_digest(run_id="run-9", call_id="call-9", tool="refund", shown=shown)
     assert first == again
     assert len(calls) == 1
+
+
+def test_threads_evicting_at_once_keep_the_memo_within_its_bound() -> None:
+    """Threads that each find the memo full evict one entry each; two taking the same oldest
+    one must not leave the memo one larger each time (it would grow without end)."""
+
+    def check(worker: int) -> None:
+        for i in range(3000):
+            shown = {"n": i, "w": worker}
+            got = checked_shown_digest(run_id="run-t", call_id="c", tool="refund", shown=shown)
+            assert got == shown_digest(run_id="run-t", call_id="c", tool="refund", shown=shown)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        workers = [threading.Thread(target=check, args=(w,)) for w in range(6)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(identity._CHECKED) <= identity._CHECKED_MAX
