@@ -64,9 +64,13 @@ def checked_shown_digest(*, run_id: str, call_id: str, tool: str, shown: dict[st
     would write two values alike, the value is not remembered: NaN and the infinities (which
     it writes as null: any key holding ``null`` is left out, so none can stand for one),
     values it cannot write (a lone surrogate, an integer beyond 64 bits), and types that are
-    not JSON (refused by ``_refuse``; a ``uuid.UUID`` or an ``Enum`` member orjson writes as
-    their value, but ``shown_digest`` raises for them in either case, and a copy read back
-    from the database holds JSON values only)."""
+    not JSON (refused by ``_refuse``). A ``uuid.UUID``, an ``Enum`` member or an
+    ``orjson.Fragment``, which orjson writes as their text or value without asking, get the
+    digest of the JSON value their key stands for where ``shown_digest`` raises for them; a
+    copy read back from the database holds JSON values only.
+
+    What is remembered is the digest of the value decoded from the key itself, so an entry is
+    right by construction, whatever happens to ``shown`` while it is digested."""
     try:
         key = orjson.dumps((run_id, call_id, tool, shown), default=_refuse, option=_KEY_OPTIONS)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
@@ -75,7 +79,16 @@ def checked_shown_digest(*, run_id: str, call_id: str, tool: str, shown: dict[st
         return shown_digest(run_id=run_id, call_id=call_id, tool=tool, shown=shown)
     found = _CHECKED.get(key)
     if found is None:
-        found = shown_digest(run_id=run_id, call_id=call_id, tool=tool, shown=shown)
+        # The digest of the value the key was made of, not of ``shown`` read a second time: a
+        # dict changed in between (by another thread holding it) must not leave its new
+        # value's digest under its old value's key, for every later copy equal to the old.
+        try:
+            denoted = orjson.loads(key)
+        except orjson.JSONDecodeError:  # an orjson.Fragment's text, which need not be JSON
+            return shown_digest(run_id=run_id, call_id=call_id, tool=tool, shown=shown)
+        found = shown_digest(
+            run_id=denoted[0], call_id=denoted[1], tool=denoted[2], shown=denoted[3]
+        )
         _CHECKED[key] = found
         while len(_CHECKED) > _CHECKED_MAX:
             # The oldest go. Another thread may have taken the same one first, so this one

@@ -7,6 +7,7 @@ import sys
 import threading
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -148,3 +149,74 @@ def test_threads_evicting_at_once_keep_the_memo_within_its_bound() -> None:
     finally:
         sys.setswitchinterval(interval)
     assert len(identity._CHECKED) <= identity._CHECKED_MAX
+
+
+def denoted_digest(key: bytes) -> str:
+    """The digest of the value a memo key stands for."""
+    run_id, call_id, tool, shown = orjson.loads(key)
+    return shown_digest(run_id=run_id, call_id=call_id, tool=tool, shown=shown)
+
+
+def test_a_copy_changed_while_it_is_digested_leaves_no_wrong_digest_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The value changes between its key and its digest (as another thread holding the same
+    dict could change it): the memo must not keep the second value's digest under the first
+    one's key, where every later copy equal to the first would get it."""
+    shown = {"args": {"order": "7001", "amount": 25}}
+    real = identity.shown_digest
+
+    def changing(**kwargs: Any) -> str:
+        shown["args"] = {"order": "7001", "amount": 1}  # changed under the check
+        return real(**kwargs)
+
+    monkeypatch.setattr(identity, "shown_digest", changing)
+    checked_shown_digest(run_id="run-1", call_id="call-7", tool="refund", shown=shown)
+    monkeypatch.setattr(identity, "shown_digest", real)
+    original = {"args": {"order": "7001", "amount": 25}}
+    expected, checked = both(original, call_id="call-7")
+    assert checked == expected
+    assert all(denoted_digest(key) == digest for key, digest in identity._CHECKED.items())
+
+
+def test_threads_checking_and_changing_copies_leave_every_remembered_digest_right() -> None:
+    """Threads check copies (more than the memo holds, so they evict) while one thread keeps
+    changing a dict the others check: every answer for an unchanging copy is its digest, and
+    every key left in the memo maps to the digest of the value it stands for."""
+    shared: dict[str, Any] = {"amount": 0}
+    stop = threading.Event()
+    wrong: list[str] = []
+
+    def change() -> None:
+        i = 0
+        while not stop.is_set():
+            shared["amount"] = i % 3
+            i += 1
+
+    def check(worker: int) -> None:
+        for i in range(3000):
+            call_id = f"call-{worker}-{i}"
+            checked_shown_digest(run_id="run-t", call_id=call_id, tool="refund", shown=shared)
+            fixed = {"n": i % 700, "w": worker}
+            got = checked_shown_digest(run_id="run-t", call_id="c", tool="refund", shown=fixed)
+            if got != shown_digest(run_id="run-t", call_id="c", tool="refund", shown=fixed):
+                wrong.append(call_id)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        changer = threading.Thread(target=change)
+        changer.start()
+        workers = [threading.Thread(target=check, args=(w,)) for w in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        stop.set()
+        changer.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []
+    assert len(identity._CHECKED) <= identity._CHECKED_MAX
+    poisoned = [key for key, digest in identity._CHECKED.items() if denoted_digest(key) != digest]
+    assert poisoned == []
