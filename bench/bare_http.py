@@ -17,7 +17,6 @@ handling. ``http_load.py`` starts two of these, as it starts two servers.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hmac
 import sys
 import uuid
@@ -33,6 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from storage.db import Database, open_pool, sql  # noqa: E402
+from web.cli.command import run_loop  # noqa: E402
 from web.serving import bind, server_config  # noqa: E402
 from web.settings import Settings  # noqa: E402
 
@@ -94,7 +94,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=Path, required=True)
     args = parser.parse_args()
     secrets = args.tokens.read_text(encoding="utf-8").split()
-    asyncio.run(serve(args.port, args.database_url, args.pool, secrets))
+    # On the loop `approvals serve` runs on (uvloop where installed), as the real app is served.
+    run_loop(serve(args.port, args.database_url, args.pool, secrets))
 
 
 if __name__ == "__main__":

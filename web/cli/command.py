@@ -12,10 +12,15 @@ import getpass
 import json
 import os
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
 import typer
+
+try:
+    import uvloop
+except ImportError:  # not on Windows: asyncio's own loop (run_loop)
+    uvloop = None  # type: ignore[assignment]
 
 from approvals import json_values
 from approvals.errors import ApprovalsError, Category, InvalidValue
@@ -118,7 +123,17 @@ def run_async(
         async with open_engine(url, settings) as engine:
             return await fn(engine)
 
-    return guarded(lambda: asyncio.run(main()))
+    return guarded(lambda: run_loop(main()))
+
+
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
+    """Run a command's ``main`` on a new event loop: uvloop's where it is installed (a
+    dependency on Linux and macOS; the servers and workers spend less CPU per request and per
+    statement on it), the standard library's otherwise."""
+    if uvloop is None:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
 
 
 def guarded(call: Callable[[], T]) -> T:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
 
-from web.cli.command import database_url, emit_json, guarded, migration_url, upgrade_schema
+from web.cli.command import (
+    database_url,
+    emit_json,
+    guarded,
+    migration_url,
+    run_loop,
+    upgrade_schema,
+)
 from web.engine import Grant, grant_runtime
 from web.settings import load_settings
 
@@ -23,7 +29,7 @@ def db_upgrade() -> None:
         url, _ = database_url(settings)
         await upgrade_schema(migration_url(settings, url), runtime_role=settings.runtime_role)
 
-    guarded(lambda: asyncio.run(main()))
+    guarded(lambda: run_loop(main()))
     typer.echo("database is up to date")
 
 
@@ -40,7 +46,7 @@ def db_grant(
         url, _ = database_url(settings)
         return await grant_runtime(migration_url(settings, url), role)
 
-    grants = guarded(lambda: asyncio.run(main()))
+    grants = guarded(lambda: run_loop(main()))
     if as_json:
         emit_json({"role": role, "grants": [g.to_json() for g in grants]})
         return

@@ -18,7 +18,14 @@ from typing import Annotated, Any
 import typer
 
 from approvals.model import RunStatus
-from web.cli.command import database_url, guarded, migration_url, run_async, upgrade_schema
+from web.cli.command import (
+    database_url,
+    guarded,
+    migration_url,
+    run_async,
+    run_loop,
+    upgrade_schema,
+)
 from web.engine import Engine, freeze_heap
 from web.logs import configure_logging
 from web.settings import load_settings
@@ -95,7 +102,7 @@ def serve_command(
             typer.echo(f"serving {settings.public_url} (API docs at /api/docs)")
             await serve_forever(server, stop)
 
-    guarded(lambda: asyncio.run(serve()))
+    guarded(lambda: run_loop(serve()))
 
 
 def demo_command(
