@@ -4,6 +4,8 @@ the next listing, and a shown copy the digest cannot be taken of is refused, not
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from approvals.errors import ShownCopyChanged
@@ -87,3 +89,24 @@ async def test_a_number_the_digest_cannot_be_taken_of_is_tampering_not_a_broken_
         await engine.decide_as_operator(first, "approve", principal="local:ops")
     assert await scalar(engine, TAMPERED, first) == 1
     assert (await engine.audit.verify()).ok
+
+
+async def test_listings_read_uuids_as_text_without_changing_what_the_pool_reads_after(
+    engine: Engine,
+) -> None:
+    """The pending listings read uuid columns as text through their own cursor's adapters:
+    the pooled connections they ran on still read uuids as ``uuid.UUID`` afterwards."""
+    first = (await start_refund(engine)).pending[0]
+    for _ in range(20):  # the pool hands its connections out in turn: each ran a listing
+        assert await listed(engine) == [first]
+    for _ in range(20):
+        async with engine.connection() as conn:
+            row = await (
+                await conn.execute(
+                    "select id, run_id from approval_requests where id = %s", (first,)
+                )
+            ).fetchone()
+        assert row is not None
+        assert isinstance(row["id"], uuid.UUID)
+        assert isinstance(row["run_id"], uuid.UUID)
+        assert str(row["id"]) == first
