@@ -9,7 +9,9 @@ suite's test time). A database a test has used is instead, at its end:
    and the database is renamed, so that a straggler that reconnects by the old name finds
    nothing;
 2. checked: its schema (relations, columns, functions, triggers, constraints, indexes,
-   privileges and settings) must be the template's, byte for byte as ``FINGERPRINT`` writes
+   privileges, owners, settings, and what a superuser can make outside the user's schemas:
+   casts, operators, event triggers, default privileges, publications, comments, large
+   objects and the like) must be the template's, byte for byte as ``FINGERPRINT`` writes
    it; a test that changed any of it gets its database dropped as before;
 3. emptied: every table's rows are deleted (triggers off), the template's own rows are put
    back (the alembic and LangGraph migration versions, the audit chain's head) and every
@@ -30,69 +32,144 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Json
 
-#: One line per schema object of the user's schemas, sorted: what must not differ from the
-#: template for a database to be reused.
+#: One line per object of the database that a test could change and a later test notice,
+#: sorted: what must not differ from the template for a database to be reused. Objects of the
+#: user's schemas, and those made by a user anywhere (an oid from ``FirstNormalObjectId``,
+#: 16384, on: pg_catalog and information_schema take a superuser's objects too, and casts,
+#: event triggers, default privileges, publications and the like belong to no schema).
 FINGERPRINT = """
 WITH ns AS (
     SELECT oid, nspname FROM pg_namespace
-     WHERE nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+     WHERE nspname NOT IN ('pg_toast')
        AND nspname NOT LIKE 'pg_temp_%' AND nspname NOT LIKE 'pg_toast_temp_%'
 ), lines AS (
-    SELECT 'ns ' || nspname || ' ' || COALESCE(n.nspacl::text, '') AS line
+    SELECT 'ns ' || nspname || ' ' || n.nspowner::regrole || ' ' || COALESCE(n.nspacl::text, '')
+           AS line
       FROM pg_namespace n WHERE n.oid IN (SELECT oid FROM ns)
     UNION ALL
     SELECT 'rel ' || ns.nspname || '.' || c.relname || ' ' || c.relkind::text || ' '
            || COALESCE(c.relacl::text, '') || ' ' || COALESCE(c.reloptions::text, '')
-           || ' ' || c.relpersistence::text || ' ' || c.relrowsecurity
-      FROM pg_class c JOIN ns ON ns.oid = c.relnamespace
+           || ' ' || c.relpersistence::text || ' ' || c.relrowsecurity || ' '
+           || c.relforcerowsecurity || ' ' || c.relreplident::text || ' '
+           || c.relowner::regrole || ' ' || c.reltablespace
+      FROM pg_class c JOIN ns ON ns.oid = c.relnamespace WHERE c.oid >= 16384
     UNION ALL
     SELECT 'col ' || ns.nspname || '.' || c.relname || '.' || a.attname || ' '
            || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' '
            || COALESCE(pg_get_expr(d.adbin, d.adrelid), '') || ' '
-           || COALESCE(a.attacl::text, '')
+           || COALESCE(a.attacl::text, '') || ' ' || a.attcollation || ' '
+           || a.attidentity::text || a.attgenerated::text || a.attstorage::text
+           || a.attcompression::text || ' ' || a.attstattarget || ' '
+           || COALESCE(array_to_string(ARRAY(
+                  SELECT o FROM unnest(a.attoptions) o WHERE o NOT LIKE 'pg_attver=%'), ','), '')
       FROM pg_attribute a
       JOIN pg_class c ON c.oid = a.attrelid JOIN ns ON ns.oid = c.relnamespace
       LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-     WHERE a.attnum > 0 AND NOT a.attisdropped
+     WHERE a.attrelid >= 16384 AND a.attnum > 0 AND NOT a.attisdropped
     UNION ALL
     SELECT 'fn ' || ns.nspname || '.' || p.proname || '('
            || pg_get_function_identity_arguments(p.oid) || ') '
            || md5(pg_get_functiondef(p.oid)) || ' ' || COALESCE(p.proacl::text, '')
-      FROM pg_proc p JOIN ns ON ns.oid = p.pronamespace WHERE p.prokind IN ('f', 'p', 'w')
+      FROM pg_proc p JOIN ns ON ns.oid = p.pronamespace
+     WHERE p.oid >= 16384 AND p.prokind IN ('f', 'p', 'w')
     UNION ALL
     SELECT 'agg ' || ns.nspname || '.' || p.proname
-      FROM pg_proc p JOIN ns ON ns.oid = p.pronamespace WHERE p.prokind = 'a'
+      FROM pg_proc p JOIN ns ON ns.oid = p.pronamespace WHERE p.oid >= 16384 AND p.prokind = 'a'
     UNION ALL
     SELECT 'trg ' || t.tgrelid::regclass::text || ' ' || t.tgname || ' ' || t.tgenabled::text || ' '
            || md5(pg_get_triggerdef(t.oid))
-      FROM pg_trigger t WHERE NOT t.tgisinternal
+      FROM pg_trigger t WHERE t.tgrelid >= 16384 AND NOT t.tgisinternal
+    UNION ALL
+    -- A foreign key's checks are internal triggers (off with DISABLE TRIGGER ALL), named
+    -- after their own oid: told apart by their constraint instead.
+    SELECT 'trgi ' || t.tgrelid::regclass::text || ' ' || co.conname || ' '
+           || t.tgfoid::regproc::text || ' ' || t.tgtype || ' ' || t.tgenabled::text
+      FROM pg_trigger t JOIN pg_constraint co ON co.oid = t.tgconstraint
+     WHERE t.tgrelid >= 16384 AND t.tgisinternal
     UNION ALL
     SELECT 'con ' || ns.nspname || ' ' || co.conrelid::regclass::text || ' ' || co.conname || ' '
            || pg_get_constraintdef(co.oid)
-      FROM pg_constraint co JOIN ns ON ns.oid = co.connamespace
+      FROM pg_constraint co JOIN ns ON ns.oid = co.connamespace WHERE co.oid >= 16384
     UNION ALL
     SELECT 'idx ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
       JOIN pg_class c ON c.oid = i.indexrelid JOIN ns ON ns.oid = c.relnamespace
+     WHERE i.indexrelid >= 16384
     UNION ALL
     SELECT 'rule ' || r.rulename || ' ' || md5(pg_get_ruledef(r.oid)) FROM pg_rewrite r
-      JOIN pg_class c ON c.oid = r.ev_class JOIN ns ON ns.oid = c.relnamespace
+     WHERE r.oid >= 16384
     UNION ALL
-    SELECT 'policy ' || pol.polname || ' ' || pol.polrelid::regclass::text FROM pg_policy pol
+    SELECT 'policy ' || pol.polname || ' ' || pol.polrelid::regclass::text || ' '
+           || pol.polcmd::text || pol.polpermissive || ' ' || pol.polroles::text || ' '
+           || COALESCE(pg_get_expr(pol.polqual, pol.polrelid), '') || ' '
+           || COALESCE(pg_get_expr(pol.polwithcheck, pol.polrelid), '')
+      FROM pg_policy pol
     UNION ALL
     SELECT 'type ' || ns.nspname || '.' || t.typname FROM pg_type t
-      JOIN ns ON ns.oid = t.typnamespace
+      JOIN ns ON ns.oid = t.typnamespace WHERE t.oid >= 16384
     UNION ALL
     SELECT 'ext ' || e.extname || ' ' || e.extversion FROM pg_extension e
     UNION ALL
-    SELECT 'seq ' || s.seqrelid::regclass::text || ' ' || s.seqstart || ' ' || s.seqincrement
-           || ' ' || s.seqmin || ' ' || s.seqmax || ' ' || s.seqcycle
+    SELECT 'seq ' || s.seqrelid::regclass::text || ' ' || s.seqtypid::regtype || ' '
+           || s.seqstart || ' ' || s.seqincrement || ' ' || s.seqmin || ' ' || s.seqmax || ' '
+           || s.seqcache || ' ' || s.seqcycle
       FROM pg_sequence s
+    UNION ALL
+    SELECT 'defacl ' || d.defaclrole::regrole || ' ' || d.defaclnamespace || ' '
+           || d.defaclobjtype::text || ' ' || d.defaclacl::text
+      FROM pg_default_acl d
+    UNION ALL
+    SELECT 'pub ' || p.pubname || ' ' || p.puballtables || p.pubinsert || p.pubupdate
+           || p.pubdelete || p.pubtruncate || p.pubviaroot
+      FROM pg_publication p
+    UNION ALL
+    SELECT 'pubrel ' || r.prpubid || ' ' || r.prrelid::regclass::text FROM pg_publication_rel r
+    UNION ALL
+    SELECT 'pubns ' || r.pnpubid || ' ' || r.pnnspid FROM pg_publication_namespace r
+    UNION ALL
+    SELECT 'stx ' || x.stxrelid::regclass::text || ' ' || x.stxname || ' ' || x.stxkeys::text
+           || ' ' || x.stxkind::text
+      FROM pg_statistic_ext x
+    UNION ALL
+    SELECT 'evt ' || e.evtname || ' ' || e.evtevent || ' ' || e.evtenabled::text || ' '
+           || e.evtfoid::regproc || ' ' || COALESCE(e.evttags::text, '')
+      FROM pg_event_trigger e
+    UNION ALL
+    -- Objects of no schema, or of kinds not listed above, made by a user: that they exist.
+    SELECT 'cast ' || c.castsource::regtype || ' ' || c.casttarget::regtype || ' '
+           || c.castcontext::text FROM pg_cast c WHERE c.oid >= 16384
+    UNION ALL
+    SELECT 'op ' || o.oid::regoperator::text FROM pg_operator o WHERE o.oid >= 16384
+    UNION ALL
+    SELECT 'obj ' || o.kind || ' ' || o.oid FROM (
+        SELECT 'collation' AS kind, oid FROM pg_collation
+        UNION ALL SELECT 'opclass', oid FROM pg_opclass
+        UNION ALL SELECT 'opfamily', oid FROM pg_opfamily
+        UNION ALL SELECT 'conversion', oid FROM pg_conversion
+        UNION ALL SELECT 'ts_config', oid FROM pg_ts_config
+        UNION ALL SELECT 'ts_dict', oid FROM pg_ts_dict
+        UNION ALL SELECT 'ts_parser', oid FROM pg_ts_parser
+        UNION ALL SELECT 'ts_template', oid FROM pg_ts_template
+        UNION ALL SELECT 'fdw', oid FROM pg_foreign_data_wrapper
+        UNION ALL SELECT 'server', oid FROM pg_foreign_server
+        UNION ALL SELECT 'user_mapping', oid FROM pg_user_mapping
+        UNION ALL SELECT 'language', oid FROM pg_language
+        UNION ALL SELECT 'am', oid FROM pg_am
+        UNION ALL SELECT 'transform', oid FROM pg_transform
+    ) o WHERE o.oid >= 16384
+    UNION ALL
+    SELECT 'comment ' || d.classoid || ' ' || d.objoid || ' ' || d.objsubid || ' '
+           || md5(d.description)
+      FROM pg_description d WHERE d.objoid >= 16384
+    UNION ALL
+    SELECT 'lo ' || count(*) FROM pg_largeobject_metadata
     UNION ALL
     SELECT 'setting ' || COALESCE(s.setrole::text, '') || ' ' || s.setconfig::text
       FROM pg_db_role_setting s WHERE s.setdatabase = (
           SELECT oid FROM pg_database WHERE datname = current_database())
     UNION ALL
     SELECT 'db ' || COALESCE(datacl::text, '') || ' ' || datallowconn || ' ' || datconnlimit
+           || ' ' || datdba::regrole || ' ' || datistemplate || ' ' || dattablespace
+           || ' ' || COALESCE(shobj_description(oid, 'pg_database'), '')
       FROM pg_database WHERE datname = current_database()
 )
 SELECT md5(string_agg(line, E'\\n' ORDER BY line)) FROM lines
