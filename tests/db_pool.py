@@ -14,11 +14,15 @@ suite's test time). A database a test has used is instead, at its end:
    objects and the like) must be the template's, byte for byte as ``FINGERPRINT`` writes
    it; a test that changed any of it gets its database dropped as before;
 3. emptied: every table's rows are deleted (triggers off), the template's own rows are put
-   back (the alembic and LangGraph migration versions, the audit chain's head) and every
-   sequence starts again.
+   back (the alembic and LangGraph migration versions, the audit chain's head), every
+   sequence starts again, and the planner is told what it is of a fresh copy (no column
+   statistics, the template's row and page counts).
 
 So the next test starts from what a fresh copy of the template holds. A database that cannot
-be recycled (still in use after the rename's wait, a changed schema, any error) is dropped.
+be recycled (still in use after the rename's wait, a changed schema, relations grown more
+than ``max_growth`` past the template's, any error) is dropped. What stays: the deleted
+rows' pages below that bound (until a vacuum truncates them) and the cumulative statistics
+counters (pg_stat_user_tables; resetting them would hide the dead rows from autovacuum).
 """
 
 from __future__ import annotations
@@ -184,6 +188,26 @@ SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
  ORDER BY 1
 """
 
+#: What the planner is told of each relation's size (ANALYZE and VACUUM set them from a test's
+#: rows, and the planner's estimates start from them): put back as the template has them.
+RELATION_COUNTS = """
+SELECT COALESCE(json_agg(json_build_object(
+           'oid', oid, 'reltuples', reltuples, 'relpages', relpages,
+           'relallvisible', relallvisible)), '[]')
+  FROM pg_class WHERE oid >= 16384 AND relkind IN ('r', 'p', 'i', 'm', 't')
+"""
+
+RESTORE_RELATION_COUNTS = """
+UPDATE pg_class c
+   SET reltuples = t.reltuples, relpages = t.relpages, relallvisible = t.relallvisible
+  FROM json_to_recordset(%s) AS t(oid oid, reltuples real, relpages int, relallvisible int)
+ WHERE c.oid = t.oid
+   AND (c.reltuples, c.relpages, c.relallvisible) <> (t.reltuples, t.relpages, t.relallvisible)
+"""
+
+#: The bytes of the database's own relations (tables, indexes, toast).
+RELATION_BYTES = "SELECT COALESCE(sum(pg_relation_size(oid)), 0) FROM pg_class WHERE oid >= 16384"
+
 RESTART_SEQUENCES = """
 SELECT setval(format('%I.%I', schemaname, sequencename), start_value, false)
   FROM pg_sequences WHERE schemaname NOT IN ('pg_catalog', 'information_schema')
@@ -207,6 +231,14 @@ class DatabasePool:
     #: The template's own rows, per table that has any.
     seeds: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     ready: list[str] = field(default_factory=list)
+    #: The template's relation counts (``RELATION_COUNTS``) and bytes (``RELATION_BYTES``).
+    relation_counts: list[dict[str, Any]] = field(default_factory=list)
+    relation_bytes: int = 0
+    #: A database whose relations hold more than this beyond the template's is dropped: the
+    #: deleted rows' pages stay until a vacuum truncates them, and the planner scales its
+    #: estimates by a table's pages (a plan-shape test's bulk load is 60 MB; an ordinary
+    #: test's rows a few MB).
+    max_growth: int = 32 << 20
     recycled: int = 0
     dropped: int = 0
 
@@ -216,6 +248,8 @@ class DatabasePool:
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             self.fingerprint = await _one(conn, FINGERPRINT)
             self.tables = [r[0] for r in await (await conn.execute(TABLES)).fetchall()]
+            self.relation_counts = await _one(conn, RELATION_COUNTS)
+            self.relation_bytes = int(await _one(conn, RELATION_BYTES))
             for table in self.tables:
                 rows = await (
                     await conn.execute(
@@ -263,6 +297,8 @@ class DatabasePool:
         async with await psycopg.AsyncConnection.connect(url) as conn:
             if await _one(conn, FINGERPRINT) != self.fingerprint:
                 return False
+            if int(await _one(conn, RELATION_BYTES)) > self.relation_bytes + self.max_growth:
+                return False
             # DELETE, not TRUNCATE: a truncate makes new files for every table and index
             # (80 ms a reset against 6 ms); the tables are small. Triggers (the log's
             # append-only guard, the foreign keys') do not fire for the replica role.
@@ -277,6 +313,10 @@ class DatabasePool:
                     (Json(rows),),
                 )
             await conn.execute(RESTART_SEQUENCES)
+            # What ANALYZE learnt of the test's rows, and the counts VACUUM and ANALYZE set:
+            # a fresh copy has the template's (a superuser may write these catalogs).
+            await conn.execute("DELETE FROM pg_statistic WHERE starelid >= 16384")
+            await conn.execute(RESTORE_RELATION_COUNTS, (Json(self.relation_counts),))
             await conn.commit()
         return True
 

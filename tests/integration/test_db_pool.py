@@ -139,3 +139,59 @@ async def test_a_database_whose_schema_changed_is_dropped(
             await admin.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,))
         ).fetchone()
     assert left == (0,)
+
+
+PLANNER_VIEW = """
+SELECT json_build_object(
+    'relations', (SELECT json_object_agg(c.oid::regclass::text,
+                                         json_build_array(c.reltuples, c.relpages, c.relallvisible))
+                    FROM pg_class c WHERE c.oid >= 16384 AND c.relkind IN ('r', 'p', 'i', 'm')),
+    'statistics', (SELECT count(*) FROM pg_statistic WHERE starelid >= 16384))
+"""
+
+BULK = (
+    "INSERT INTO demo_side_effects (run_id, call_id, tool, args)"
+    " SELECT gen_random_uuid(), g::text, 'refund', jsonb_build_object('order', g)"
+    " FROM generate_series(1, %s) g"
+)
+
+
+async def planner_view(url: str) -> Any:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        row = await (await conn.execute(PLANNER_VIEW)).fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def test_what_the_planner_was_told_about_a_tests_rows_does_not_outlive_it(
+    own_pool: DatabasePool, admin_url: str
+) -> None:
+    """A test that loads rows and analyzes them (as the plan-shape tests do) leaves the
+    column statistics and the row and page counts of its rows behind, which the next test's
+    plans would be made from: a recycled database tells the planner what a fresh copy does."""
+    name = await own_pool.take()
+    url = with_database(admin_url, name)
+    expected = await planner_view(url)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(BULK, (2000,))
+        await conn.execute("VACUUM ANALYZE demo_side_effects")
+    assert await planner_view(url) != expected
+    await own_pool.give_back(name)
+    assert (own_pool.recycled, own_pool.dropped) == (1, 0)
+    assert await planner_view(with_database(admin_url, own_pool.ready[0])) == expected
+
+
+async def test_a_database_grown_past_its_bound_is_dropped(
+    own_pool: DatabasePool, admin_url: str
+) -> None:
+    """The deleted rows' pages stay (until a vacuum truncates them), and the planner scales its
+    estimates by a table's pages: a database that grew more than ``max_growth`` past the
+    template (a bulk load) is dropped, not handed on with the dead pages of its load."""
+    own_pool.max_growth = 1 << 20
+    name = await own_pool.take()
+    async with await psycopg.AsyncConnection.connect(
+        with_database(admin_url, name), autocommit=True
+    ) as conn:
+        await conn.execute(BULK, (20000,))
+    await own_pool.give_back(name)
+    assert (own_pool.recycled, own_pool.dropped, own_pool.ready) == (0, 1, [])
