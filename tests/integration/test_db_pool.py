@@ -195,3 +195,27 @@ async def test_a_database_grown_past_its_bound_is_dropped(
         await conn.execute(BULK, (20000,))
     await own_pool.give_back(name)
     assert (own_pool.recycled, own_pool.dropped, own_pool.ready) == (0, 1, [])
+
+
+async def test_a_lock_a_straggler_held_is_not_handed_on(
+    own_pool: DatabasePool, admin_url: str
+) -> None:
+    """Advisory locks are the database's (its oid, which a rename keeps): one a test's
+    connection still holds at its end goes with that connection, cut off by the recycle."""
+    name = await own_pool.take()
+    straggler = await psycopg.AsyncConnection.connect(
+        with_database(admin_url, name), autocommit=True
+    )
+    await straggler.execute("SELECT pg_advisory_lock(7277)")
+    await straggler.execute("BEGIN")
+    await straggler.execute("SELECT pg_advisory_xact_lock(7278)")
+    await own_pool.give_back(name)
+    assert own_pool.recycled == 1
+    async with await psycopg.AsyncConnection.connect(
+        with_database(admin_url, own_pool.ready[0]), autocommit=True
+    ) as conn:
+        row = await (
+            await conn.execute("SELECT pg_try_advisory_lock(7277), pg_try_advisory_lock(7278)")
+        ).fetchone()
+    assert row == (True, True)
+    await straggler.close()
