@@ -83,6 +83,7 @@ from graphs.examples.demo import current_turn, result_of
 from graphs.examples.effects import side_effects
 from graphs.scripted import ScriptedChatModel
 from graphs.tools import GovernedTool, ToolCall, governed_tool
+from web.cli.command import run_loop
 
 if TYPE_CHECKING:
     from bench.dbos_cycle import DbosCycle
@@ -918,6 +919,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             else {"missing": dbos_missing}
         ),
         "python": platform.python_version(),
+        "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
         "target": TARGET,
@@ -968,8 +970,8 @@ def render(report: dict[str, Any]) -> str:
     lines = [
         "approval cycle: bare LangGraph vs approvals vs DBOS (same database server, one run)",
         f"database: {report['database']}; pool max {report['pool_max_size']}; "
-        f"python {report['python']}, {report['cpus']} cpus, load average "
-        + " ".join(f"{x:.2f}" for x in report["load_average"]),
+        f"python {report['python']} on {report['event_loop']}'s loop, {report['cpus']} cpus,"
+        " load average " + " ".join(f"{x:.2f}" for x in report["load_average"]),
         f"ours resumes via {report['resume_path']}; bare runs with durability="
         f"{report['bare_durability']}, ours with sync; emitter {report['emitter']}",
         f"dbos: {dbos['version']}, system tables in a database of their own"
@@ -1104,8 +1106,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pyinstrument", action="store_true", help="with --trace: pyinstrument our cycles"
     )
+    parser.add_argument(
+        "--loop",
+        choices=("uvloop", "asyncio"),
+        default="uvloop",
+        help="the event loop every variant runs on: uvloop's (what the approvals commands run"
+        " on, web.cli.command.run_loop) or asyncio's own",
+    )
     args = parser.parse_args(argv)
-    report = asyncio.run(bench(args))
+    report = run_loop(bench(args)) if args.loop == "uvloop" else asyncio.run(bench(args))
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
 
