@@ -163,9 +163,7 @@ class PgApprovalRequests:
         ``after`` (the last row's sort key and id)."""
         params = list_params(viewer, filters, asof, after, limit) | {"decidable": _DECIDABLE[scope]}
         if order is PendingOrder.DEADLINE:
-            rows = await custom_planned(
-                self._db, "pending_by_deadline", params, uuids_as_text=True
-            )
+            rows = await custom_planned(self._db, "pending_by_deadline", params, uuids_as_text=True)
         else:
             rows = await custom_planned(self._db, "pending_newest", params, uuids_as_text=True)
         return [PendingCall.from_row(r) for r in rows]
