@@ -30,6 +30,13 @@ Two ``approvals serve`` processes (``serve`` runs one process each, so two ports
    request has (exactly one), and for each approved call how many ledger rows
    (``tool_executions``) and side effects (``demo_side_effects``) it has (exactly one; none for
    a rejected one). Then, with every process stopped, the raw ceiling again.
+6. **Floors.** The bare HTTP floor (``bench/bare_http.py``: HTTP, Python and the raw
+   transaction, nothing of the engine), and what a bare LangGraph resume of the same agent
+   shape costs in CPU (``bench/approval_cycle.py``'s bare variant, in this process). The CPU
+   floor is the machine's cores over the CPU of one bare HTTP decision plus one bare resume:
+   no implementation whose workers resume the decided runs on these cores during the decide
+   phase can decide faster, whatever the engine costs (listings, runs started meanwhile and
+   the engine's own work left out), shown with and without the bench client's share.
 
 Reported: decisions/s over the decide phase (first decision sent to the last backlog decision
 answered), p50/p99 per endpoint, errors by endpoint, status and message (any status but 200,
@@ -629,6 +636,8 @@ async def bare_http_ceiling(
 
         cpu = {p.pid: cpu_seconds(p.pid) for p in procs}
         client_cpu = cpu_seconds(os.getpid())
+        backends = await backend_pids(url)
+        pg_cpu = {pid: cpu_seconds(pid) for pid in backends}
         began = time.perf_counter()
         try:
             await asyncio.gather(*(approver(i, c) for i, c in enumerate(clients)))
@@ -636,6 +645,11 @@ async def bare_http_ceiling(
             seconds = time.perf_counter() - began
             used = sum(cpu_seconds(pid) - before for pid, before in cpu.items())
             client_cpu = cpu_seconds(os.getpid()) - client_cpu
+            # Backends a pool opened meanwhile count from zero.
+            pg_used = sum(
+                cpu_seconds(pid) - pg_cpu.get(pid, 0.0)
+                for pid in {*backends, *await backend_pids(url)}
+            )
             for c in clients:
                 await c.aclose()
     finally:
@@ -654,7 +668,109 @@ async def bare_http_ceiling(
         p99_ms=round(percentile(latency, 0.99), 1),
         server_cpu_ms_per_decision=round(1000 * used / decided, 2) if decided else 0.0,
         client_cpu_ms_per_decision=round(1000 * client_cpu / decided, 2) if decided else 0.0,
+        postgres_cpu_ms_per_decision=round(1000 * pg_used / decided, 2) if decided else 0.0,
     )
+
+
+async def bare_resume_floor(url: str, count: int, tasks: int) -> dict[str, Any]:
+    """The CPU a resume costs with nothing of the engine: ``bench/approval_cycle.py``'s bare
+    LangGraph variant (the refund agent's shape, ``interrupt()`` in the tool, the tool's one
+    side-effect row, LangGraph's own ``AsyncPostgresSaver``) in this process, on the same
+    database. ``count`` runs are paused first (not metered), then resumed on ``tasks`` tasks
+    while this process's CPU and that of its PostgreSQL backends is metered. Each approved or
+    rejected call of the decide phase is followed by one resume, so any implementation's
+    workers spend at least this per decision, on the same cores as the servers."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.types import Command
+
+    from bench.approval_cycle import GRAPH, GRAPH_ENTRY, MESSAGE, REQUESTER, build_bare
+    from web.engine import open_engine
+    from web.settings import Settings
+
+    settings = Settings(
+        database_url=url,
+        graphs={GRAPH: GRAPH_ENTRY},
+        config_file=ROOT / "bench" / "no-config.toml",
+        pool_max_size=2 * tasks + 4,
+    )
+    async with open_engine(url, settings) as engine:
+        graph = build_bare(engine.registry.get(GRAPH).checkpointer, engine.effects)
+        threads = [str(uuid.uuid4()) for _ in range(count)]
+
+        def config(thread: str) -> Any:
+            return {"configurable": {"thread_id": thread}}
+
+        async def pause(thread: str) -> None:
+            state = {"messages": [HumanMessage(MESSAGE)], "run_id": thread}
+            paused = await graph.ainvoke(state | {"started_by": REQUESTER}, config(thread))
+            if "__interrupt__" not in paused:
+                raise RuntimeError("the bare run did not pause")
+
+        async def resume(thread: str) -> None:
+            done = await graph.ainvoke(
+                Command(resume={"verdict": "approve", "principal": "bench"}), config(thread)
+            )
+            if not str(done["messages"][-1].content).startswith("Refunded"):
+                raise RuntimeError(f"the bare resume did not finish: {done['messages'][-1]}")
+
+        paused = list(threads)
+
+        async def pause_one() -> bool:
+            if not paused:
+                return False
+            await pause(paused.pop())
+            return True
+
+        await lanes(tasks, pause_one)
+        warm, measured = threads[: min(20, count // 10)], threads[min(20, count // 10) :]
+        for thread in warm:
+            await resume(thread)
+        backends = await backend_pids(url)
+        before = {pid: cpu_seconds(pid) for pid in backends}
+        client = cpu_seconds(os.getpid())
+
+        async def resume_one() -> bool:
+            if not measured:
+                return False
+            await resume(measured.pop())
+            return True
+
+        resumed = len(measured)
+        seconds = await lanes(tasks, resume_one)
+        client = cpu_seconds(os.getpid()) - client
+        pg = sum(
+            cpu_seconds(pid) - before.get(pid, 0.0) for pid in {*backends, *await backend_pids(url)}
+        )
+    return {
+        "resumes": resumed,
+        "tasks": tasks,
+        "seconds": round(seconds, 2),
+        "resumes_per_s": round(resumed / seconds, 1) if seconds > 0 else 0.0,
+        "client_cpu_ms_per_resume": round(1000 * client / resumed, 2) if resumed else 0.0,
+        "postgres_cpu_ms_per_resume": round(1000 * pg / resumed, 2) if resumed else 0.0,
+    }
+
+
+def cpu_floor(bare: dict[str, Any], resume: dict[str, Any], ceiling: float) -> dict[str, Any]:
+    """The most decisions a second any implementation can reach here while its workers resume
+    each decided run during the decide phase: the machine's cores over the CPU a bare HTTP
+    decision and a bare resume cost (without the listings, the runs started meanwhile and
+    everything else of the engine), with and without the bench client's own share."""
+    cores = os.cpu_count() or 1
+    decision = bare["server_cpu_ms_per_decision"] + bare["postgres_cpu_ms_per_decision"]
+    resumed = resume["client_cpu_ms_per_resume"] + resume["postgres_cpu_ms_per_resume"]
+    out: dict[str, Any] = {"cores": cores}
+    for label, ms in (
+        ("with_client", decision + bare["client_cpu_ms_per_decision"] + resumed),
+        ("without_client", decision + resumed),
+    ):
+        per_s = 1000 * cores / ms if ms > 0 else 0.0
+        out[label] = {
+            "cpu_ms_per_decision": round(ms, 2),
+            "decisions_per_s": round(per_s, 1),
+            "to_raw_ceiling": round(per_s / ceiling, 3) if ceiling else 0.0,
+        }
+    return out
 
 
 def timings(values: list[float]) -> dict[str, float]:
@@ -918,6 +1034,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         found = await checks(url, backlog)
         raw_after = await raw_ceiling(url, size, conns, "sql-after")
         bare = await bare_http_ceiling(url, size, secrets, args.pool, env, log_dir)
+        resume_floor = await bare_resume_floor(url, args.floor_resumes, 4)
     return report_of(
         args,
         scratch.where,
@@ -933,6 +1050,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "raw_ceiling_after": raw_after,
             "engine_ceiling": in_engine,
             "bare_http_ceiling": bare,
+            "bare_resume_floor": resume_floor,
             "idle_probe": probe,
         },
     )
@@ -985,6 +1103,7 @@ def report_of(
         # How far HTTP and Python alone stand from the raw ceiling, and the engine from them.
         "bare_http_to_raw_ceiling": round(bare / ceiling, 3) if ceiling else 0.0,
         "ratio_to_bare_http": round(decided["decisions_per_s"] / bare, 3) if bare else 0.0,
+        "cpu_floor": cpu_floor(more["bare_http_ceiling"], more["bare_resume_floor"], ceiling),
     }
     approved, rejected = found["approved"], found["rejected"]
     report["targets"] = {
@@ -1041,6 +1160,20 @@ def show(report: dict[str, Any]) -> None:
         f" = {report['bare_http_to_raw_ceiling']} of the raw ceiling; the decide phase is"
         f" {report['ratio_to_bare_http']} of it"
     )
+    resume, floor = report["bare_resume_floor"], report["cpu_floor"]
+    print(
+        f"  bare resume: {resume['resumes']} bare LangGraph resumes on {resume['tasks']} tasks,"
+        f" {resume['resumes_per_s']}/s; CPU per resume: client"
+        f" {resume['client_cpu_ms_per_resume']} ms, postgres"
+        f" {resume['postgres_cpu_ms_per_resume']} ms"
+    )
+    for label, f in (("with", floor["with_client"]), ("without", floor["without_client"])):
+        print(
+            f"  CPU floor {label} the bench client: {floor['cores']} cores /"
+            f" {f['cpu_ms_per_decision']} ms (bare HTTP decision + bare resume) ="
+            f" {f['decisions_per_s']}/s at most = {f['to_raw_ceiling']} of the raw ceiling"
+            f" for any implementation whose workers resume during the decide phase"
+        )
     print(f"  idle, one at a time: {json.dumps(report['idle_probe'])}")
     print(f"  errors: {report['errors']} {report['errors_by_kind'] or ''}")
     print(f"  deadlocks (503): {report['deadlocks']} {report['deadlocks_by_kind'] or ''}")
@@ -1084,6 +1217,12 @@ def main() -> None:
         " two servers' pools)",
     )
     parser.add_argument("--ceiling-requests", type=int, default=3000)
+    parser.add_argument(
+        "--floor-resumes",
+        type=int,
+        default=1000,
+        help="bare LangGraph runs paused and resumed to measure what a resume costs",
+    )
     parser.add_argument("--drain-seconds", type=float, default=1800)
     parser.add_argument(
         "--workers-after",
@@ -1094,6 +1233,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.requests < 1 or args.approvers < 2 or args.fill_tasks < 1 or args.pool < 2:
         parser.error("--requests must be at least 1, --approvers 2, --fill-tasks 1, --pool 2")
+    if args.floor_resumes < 10:
+        parser.error("--floor-resumes must be at least 10")
     if not 1 <= args.page <= 500 or args.per_list < 0 or args.background_rate < 0:
         parser.error("--page must be 1..500, --per-list at least 0, --background-rate >= 0")
     report = asyncio.run(run(args))
