@@ -292,6 +292,19 @@ class RunEnded(ApprovalsError):
         super().__init__(f"run {run_id} already ended (status: {status})")
 
 
+class NothingToRetry(ApprovalsError):
+    """A run's failed resumes can be queued again only while the run waits, and only when one
+    of them failed: ``status`` is the run's status when it was asked."""
+
+    category = Category.CONFLICT
+
+    def __init__(self, run_id: str, status: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        why = "no resume of it failed" if status == "waiting" else f"it is {status}, not waiting"
+        super().__init__(f"nothing to retry for run {run_id}: {why}")
+
+
 class RuntimeRoleRefused(ApprovalsError):
     """A role that ``approvals db grant`` will not make the runtime role: it does not exist,
     or it could alter, disable or drop what it would be given (an owner, a member of one, a

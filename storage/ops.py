@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from approvals.errors import InvalidValue, RunEnded, RunNotFound
+from approvals.errors import InvalidValue, NothingToRetry, RunEnded, RunNotFound
 from approvals.json_values import check_inputs
 from approvals.model import DecisionKind, ExecutionStatus, JobStatus, RequestStatus, RunStatus
 from storage.db import Connection, Database, json
@@ -144,6 +144,21 @@ class Cancellation:
             "status": RunStatus.CANCELLED.value,
             "requests_cancelled": self.requests,
             "jobs_skipped": self.jobs,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A waiting run whose failed resume jobs were queued again: how many."""
+
+    run_id: str
+    jobs: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": RunStatus.WAITING.value,
+            "jobs_requeued": self.jobs,
         }
 
 
@@ -296,6 +311,29 @@ class PgOperations:
             status = await self._db.one("get_run", {"id": run_id})
             raise RunEnded(run_id, status["status"] if status else "unknown")
         return Cancellation(run_id=run_id, requests=int(row["requests"]), jobs=int(row["jobs"]))
+
+    async def retry(self, run_id: str, *, principal: str, reason: str | None) -> Retry:
+        """Queue again the failed resume jobs of a run that waits (``retry_failed_jobs``),
+        under its thread's lock: after a failure that is gone (a defect fixed, a tool's
+        service back), the decided calls resume; the ledger still runs each at most once.
+
+        Raises ``RunNotFound``, ``NothingToRetry`` (the run is not waiting, or none of its
+        resumes failed; nothing changed) or ``InvalidValue`` (a reason or principal
+        PostgreSQL cannot store)."""
+        check_inputs(reason=reason, principal=principal)
+        async with self._db.transaction() as conn:
+            found = await self._db.one("lock_run_thread", {"run_id": run_id}, conn)
+            if found is None:
+                raise RunNotFound(run_id)
+            row = await self._db.one(
+                "retry_failed_jobs",
+                {"run_id": run_id, "principal": principal, "reason": reason},
+                conn,
+            )
+            assert row is not None  # the run exists, and its lock keeps it
+            if not row["jobs"]:
+                raise NothingToRetry(run_id, str(row["status"]))
+        return Retry(run_id=run_id, jobs=int(row["jobs"]))
 
     async def prune(
         self,

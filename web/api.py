@@ -34,6 +34,8 @@ from web.api_models import (
     PendingCallView,
     PendingCounts,
     PendingListing,
+    RetryIn,
+    RetryOut,
     RunIn,
     RunListing,
     RunOut,
@@ -316,6 +318,22 @@ def router() -> APIRouter:
         except (InvalidRunId, RunNotFound) as exc:
             raise ApiError(404, "not_found", "no such run") from exc
         return CancelOut.model_validate(cancelled.to_json())
+
+    @api.post(
+        "/runs/{run_id}/retry",
+        response_model=RetryOut,
+        summary="Queue again the failed resumes of a waiting run (an operator)",
+    )
+    async def retry_run(
+        request: Request, run_id: str, principal: Admitted, body: RetryIn | None = None
+    ) -> RetryOut:
+        try:
+            retried = await engine_of(request).retry_run(
+                run_id, by=principal, reason=body.reason if body else None
+            )
+        except (InvalidRunId, RunNotFound) as exc:
+            raise ApiError(404, "not_found", "no such run") from exc
+        return RetryOut.model_validate(retried.to_json())
 
     return api
 

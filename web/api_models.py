@@ -108,6 +108,20 @@ class CancelOut(BaseModel):
     jobs_skipped: int
 
 
+class RetryIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: Reason | None = None
+
+
+class RetryOut(BaseModel):
+    """The run still waits; this many of its failed resumes are queued again."""
+
+    run_id: str
+    status: Literal["waiting"]
+    jobs_requeued: int
+
+
 class VoteOut(BaseModel):
     """An approval counted towards the request's quorum; the request still waits."""
 

@@ -38,7 +38,7 @@ from storage.db import Database, check_connection, open_pool, translated_errors
 from storage.embedded import start_embedded
 from storage.expiry import PgExpiry
 from storage.notifications import PgNotifications
-from storage.ops import Cancellation, Histogram, MetricsSnapshot, PgOperations, Pruned
+from storage.ops import Cancellation, Histogram, MetricsSnapshot, PgOperations, Pruned, Retry
 from storage.queue import PgResumeQueue
 from storage.request_events import RequestEvent, RequestEventKind, RequestFeed
 from storage.requests import PgApprovalRequests, PgDecisions
@@ -234,6 +234,27 @@ class Engine(EngineReads, EngineEdits):
         if not valid_run_id(run_id):
             raise InvalidRunId(run_id)
         return await self.operations.cancel(run_id, principal=by, reason=reason)
+
+    async def retry_run(
+        self, run_id: str, *, by: Principal | str, reason: str | None = None
+    ) -> Retry:
+        """Queue again the failed resumes of a run that waits, once what made them fail is
+        gone; the audit log says who and why, and the ledger still runs each call once.
+
+        A signed-in ``by`` must see the run (``RunNotFound`` otherwise, as for an unknown
+        one) and be an operator (``RunNotAllowed``): a retry acts on decisions, which a
+        run's starter does not own. A plain name is the operator console (``approvals runs
+        retry --as``). Raises ``NothingToRetry`` when the run is not waiting or none of its
+        resumes failed."""
+        if isinstance(by, Principal):
+            run = await self.visible_run(run_id, by)
+            if not self.rules.is_operator(by):
+                log.warning("refused to retry run %s for %s (not an operator)", run.id, by.id)
+                raise RunNotAllowed(run.id, "only an operator may retry a run's resumes")
+            return await self.operations.retry(run.id, principal=by.id, reason=reason)
+        if not valid_run_id(run_id):
+            raise InvalidRunId(run_id)
+        return await self.operations.retry(run_id, principal=by, reason=reason)
 
     async def report(self, run_id: str, *, viewer: Principal | None = None) -> dict[str, Any]:
         """A run as reports show it: status, requests, tool executions and interception

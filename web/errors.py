@@ -17,6 +17,7 @@ from approvals.errors import (
     InvalidRequestId,
     InvalidRunId,
     InvalidValue,
+    NothingToRetry,
     RequestNotPending,
     RunEnded,
     ShownCopyChanged,
@@ -41,7 +42,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorBody, "description": "No such request or run, or not one you may see"},
     409: {
         "model": ErrorBody,
-        "description": "The request is no longer pending (or the run already ended)",
+        "description": "The request is no longer pending (or the run already ended, or has"
+        " nothing to retry)",
     },
     413: {"model": ErrorBody, "description": "The request body is too large"},
     422: {"model": ErrorBody, "description": "Invalid input"},
@@ -67,6 +69,7 @@ _CODES: list[tuple[type[ApprovalsError], str]] = [
     (AlreadyVoted, "already_voted"),
     (ThreadBusy, "thread_busy"),
     (RunEnded, "run_ended"),
+    (NothingToRetry, "nothing_to_retry"),
     (AccountExists, "exists"),
     (EditedArgumentsInvalid, "invalid_arguments"),
     (EditRefused, "edit_refused"),

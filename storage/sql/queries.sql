@@ -991,6 +991,38 @@ WITH run AS (
 SELECT run.id, (SELECT count(*) FROM requests) AS requests, (SELECT count(*) FROM jobs) AS jobs
   FROM run;
 
+-- name: retry_failed_jobs
+-- Queue again the failed resume jobs of a run that still waits, under its thread's lock (the
+-- caller holds it, so no step of the run is in progress and a cancel cannot interleave). Each
+-- job goes back to 'queued' with its attempts and last error kept, audited as resume.retried
+-- with who asked and why, and the workers are woken. A retried resume is checked as any other
+-- (the run still waits on the call, the decision is the one consumed) and the ledger still
+-- runs each call at most once. No row: no such run; jobs = 0: it is not waiting, or nothing
+-- of it failed.
+WITH run AS (
+    SELECT id, status FROM runs WHERE id = %(run_id)s
+), jobs AS (
+    UPDATE resume_queue q
+       SET status = 'queued', finished_at = NULL
+      FROM run
+     WHERE q.run_id = run.id AND q.status = 'failed' AND run.status = 'waiting'
+    RETURNING q.id, q.run_id, q.request_id, q.last_error
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version,
+                              principal, data)
+    SELECT 'resume.retried', j.run_id, j.request_id, r.call_id, r.tool, r.state_version,
+           %(principal)s,
+           jsonb_build_object('job', j.id, 'reason', %(reason)s::text,
+                              'error', left(j.last_error, 500))
+      FROM jobs j LEFT JOIN approval_requests r ON r.id = j.request_id
+     ORDER BY j.id
+), wake AS (
+    SELECT pg_notify('approvals_resume', run.id::text) AS sent
+      FROM run WHERE EXISTS (SELECT 1 FROM jobs)
+)
+SELECT run.status, (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM wake) AS woken
+  FROM run;
+
 -- name: prunable_threads
 -- The next threads (in thread id order, after `after`) whose runs all ended before the cutoff:
 -- at most `limit` threads holding at most `max_runs` runs (the first thread whatever its

@@ -8,6 +8,7 @@ import time
 import httpx
 import pytest
 
+from graphs.runner import Runner
 from tests.integration.helpers import person_token, scalar
 from tests.web.conftest import Server
 from web.engine import Engine
@@ -16,6 +17,14 @@ from web.engine import Engine
 async def token(engine: Engine, name: str, *groups: str) -> str:
     """A person's token: it belongs to a local account of the same name."""
     return await person_token(engine, name, *groups)
+
+
+async def until(engine: Engine, query: str, seconds: float = 30) -> None:
+    """Wait until ``query`` (one boolean) is true: what the served app's worker does."""
+    deadline = time.monotonic() + seconds
+    while not await scalar(engine, query):
+        assert time.monotonic() < deadline, f"still not true after {seconds} s: {query}"
+        await asyncio.sleep(0.05)
 
 
 def client(server: Server, secret: str | None) -> httpx.AsyncClient:
@@ -32,9 +41,12 @@ async def wait_for_run(api: httpx.AsyncClient, run_id: str, status: str) -> dict
         await asyncio.sleep(0.1)
 
 
-async def started_refund(server: Server, engine: Engine) -> tuple[str, str]:
-    """A refund run started through the API by token ``shop``; its pending request."""
-    shop = await token(engine, "shop", "agents")
+async def started_refund(
+    server: Server, engine: Engine, shop: str | None = None
+) -> tuple[str, str]:
+    """A refund run started through the API by token ``shop`` (made here when not given);
+    its pending request."""
+    shop = shop or await token(engine, "shop", "agents")
     async with client(server, shop) as api:
         started = await api.post(
             "/api/v1/runs", json={"graph": "refund", "input": {"message": "refund 1001"}}
@@ -295,6 +307,59 @@ async def test_an_operator_or_the_starter_cancels_a_run_and_nobody_else(
         report = (await api.get(f"/api/v1/runs/{own}")).json()
     assert mine.status_code == 200, mine.text
     assert report["status"] == "cancelled"
+
+
+async def test_only_an_operator_retries_a_failed_resume_over_the_api(
+    server: Server, engine: Engine
+) -> None:
+    starter = await token(engine, "shop", "agents")  # starts it; retries are an operator's
+    run_id, request_id = await started_refund(server, engine, starter)
+    # The served app's worker (a thread of this process) fails the resume: a graph's bug.
+    original = Runner.resume
+
+    async def broken(self: Runner, claimed: object) -> None:
+        raise KeyError("a graph's own bug")
+
+    Runner.resume = broken  # type: ignore[method-assign]
+    try:
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
+        await until(engine, "select status = 'failed' from resume_queue")
+    finally:
+        Runner.resume = original  # type: ignore[method-assign]
+    assert await scalar(engine, "select status from runs") == "waiting"
+
+    support = await token(engine, "lead", "support")  # sees the request, may not retry
+    finance = await token(engine, "fin", "finance")  # sees nothing of this run
+    ops = await token(engine, "olga", "operators")
+    for secret, status in ((starter, 403), (support, 403), (finance, 404)):
+        async with client(server, secret) as api:
+            refused = await api.post(f"/api/v1/runs/{run_id}/retry", json={})
+        assert refused.status_code == status, refused.text
+    async with client(server, ops) as api:
+        malformed = await api.post("/api/v1/runs/not-a-uuid/retry", json={})
+        unknown = await api.post("/api/v1/runs/00000000-0000-4000-8000-000000000000/retry", json={})
+        extra = await api.post(f"/api/v1/runs/{run_id}/retry", json={"reason": "x", "y": 1})
+        nul = await api.post(f"/api/v1/runs/{run_id}/retry", json={"reason": "fixed\u0000"})
+        assert await scalar(engine, "select status from resume_queue") == "failed"
+        retried = await api.post(f"/api/v1/runs/{run_id}/retry", json={"reason": "fixed"})
+        again = await api.post(f"/api/v1/runs/{run_id}/retry")
+    assert malformed.status_code == unknown.status_code == 404
+    assert extra.status_code == nul.status_code == 422
+    assert retried.status_code == 200, retried.text
+    assert retried.json() == {"run_id": run_id, "status": "waiting", "jobs_requeued": 1}
+    assert again.status_code == 409
+    assert again.json()["error"]["code"] == "nothing_to_retry"
+    assert (
+        await scalar(
+            engine,
+            "select principal || ' ' || (data->>'reason') from audit_events"
+            " where kind = 'resume.retried'",
+        )
+        == "token:olga fixed"
+    )
+    # The retry woke the served app's worker, which resumes the run: the refund is made once.
+    await until(engine, "select status = 'completed' from runs")
+    assert await scalar(engine, "select count(*) from demo_side_effects") == 1
 
 
 async def test_only_a_threads_owner_or_an_operator_may_add_to_it(

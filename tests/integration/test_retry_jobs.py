@@ -1,0 +1,203 @@
+"""An operator queues a waiting run's failed resumes again (``Engine.retry_run``), once what made
+them fail is gone: the decided call resumes, and the ledger still runs it at most once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from approvals.errors import InvalidRunId, InvalidValue, NothingToRetry, RunNotFound
+from approvals.model import JobStatus
+from storage.queue import PgClaimedJob
+from tests.integration.helpers import scalar, side_effects, start_refund
+from web.engine import Engine
+
+
+@contextmanager
+def poisoned(engine: Engine, run_id: str) -> Iterator[None]:
+    """Resumes of ``run_id`` raise what the engine does not know of (a graph's own bug)."""
+    runner = engine.runner
+    original = runner.resume
+
+    async def resume(claimed: Any) -> Any:
+        if claimed.job.run_id == run_id:
+            raise KeyError("a graph's own bug")
+        return await original(claimed)
+
+    runner.resume = resume  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        runner.resume = original  # type: ignore[method-assign]
+
+
+async def failed_run(engine: Engine, message: str = "refund 1001") -> Any:
+    """A run whose approved call's resume failed: the job is failed, the run still waits."""
+    started = await start_refund(engine, message)
+    await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 1
+    assert await job_status(engine, started.run_id) == JobStatus.FAILED
+    assert await run_status(engine, started.run_id) == "waiting"
+    return started
+
+
+async def job_status(engine: Engine, run_id: str) -> str:
+    return str(await scalar(engine, "SELECT status FROM resume_queue WHERE run_id = %s", run_id))
+
+
+async def run_status(engine: Engine, run_id: str) -> str:
+    return str(await scalar(engine, "SELECT status FROM runs WHERE id = %s", run_id))
+
+
+async def retried_events(engine: Engine, run_id: str) -> list[dict[str, Any]]:
+    async with engine.connection() as conn:
+        cur = await conn.execute(
+            "SELECT principal, request_id::text, data FROM audit_events"
+            " WHERE kind = 'resume.retried' AND run_id = %s ORDER BY id",
+            (run_id,),
+        )
+        return list(await cur.fetchall())
+
+
+async def test_a_failed_resume_is_retried_and_its_call_runs_once(engine: Engine) -> None:
+    started = await failed_run(engine)
+    call = "refund-1001"
+    assert await side_effects(engine, started.run_id, call) == []
+
+    retried = await engine.retry_run(started.run_id, by="olga", reason="graph fixed")
+    assert retried.to_json() == {
+        "run_id": started.run_id,
+        "status": "waiting",
+        "jobs_requeued": 1,
+    }
+    assert await job_status(engine, started.run_id) == JobStatus.QUEUED
+    [event] = await retried_events(engine, started.run_id)
+    assert event["principal"] == "olga"
+    assert event["request_id"] == started.pending[0]
+    assert event["data"]["reason"] == "graph fixed"
+    assert event["data"]["error"] == 'unexpected KeyError: "a graph\'s own bug"'
+
+    assert await engine.worker.drain() == 1
+    assert await run_status(engine, started.run_id) == "completed"
+    assert len(await side_effects(engine, started.run_id, call)) == 1
+    assert await job_status(engine, started.run_id) == JobStatus.DONE
+    verified = await engine.audit.verify()
+    assert verified.ok, verified
+
+    # Nothing failed any more, and the run ended: nothing to retry, nothing written.
+    with pytest.raises(NothingToRetry, match="it is completed, not waiting"):
+        await engine.retry_run(started.run_id, by="olga")
+    assert len(await retried_events(engine, started.run_id)) == 1
+    assert await engine.worker.drain() == 0
+    assert len(await side_effects(engine, started.run_id, call)) == 1
+
+
+async def test_a_waiting_run_with_no_failed_resume_has_nothing_to_retry(engine: Engine) -> None:
+    started = await start_refund(engine)
+    with pytest.raises(NothingToRetry, match="no resume of it failed"):
+        await engine.retry_run(started.run_id, by="olga")
+    # A queued (not failed) job is left to the workers, not queued twice.
+    await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
+    with pytest.raises(NothingToRetry, match="no resume of it failed"):
+        await engine.retry_run(started.run_id, by="olga")
+    assert await retried_events(engine, started.run_id) == []
+    assert await engine.worker.drain() == 1
+    assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
+
+
+async def test_a_cancelled_run_is_not_retried(engine: Engine) -> None:
+    started = await failed_run(engine)
+    await engine.cancel_run(started.run_id, by="olga", reason="customer withdrew")
+    with pytest.raises(NothingToRetry, match="it is cancelled, not waiting"):
+        await engine.retry_run(started.run_id, by="olga")
+    assert await job_status(engine, started.run_id) == JobStatus.FAILED
+    assert await engine.worker.drain() == 0
+    assert await side_effects(engine, started.run_id, "refund-1001") == []
+
+
+@pytest.mark.parametrize(
+    ("run_id", "error"),
+    [
+        ("00000000-0000-4000-8000-000000000000", RunNotFound),
+        ("not-a-run", InvalidRunId),
+        ("", InvalidRunId),
+        ("00000000-0000-4000-8000-00000000000\x00", InvalidRunId),
+        ("\ud800", InvalidRunId),
+    ],
+)
+async def test_unknown_and_forged_run_ids_are_refused(
+    engine: Engine, run_id: str, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        await engine.retry_run(run_id, by="olga")
+
+
+@pytest.mark.parametrize(
+    ("principal", "reason"),
+    [("olga", "fixed\x00"), ("olga", "lone \ud800 surrogate"), ("ol\x00ga", None)],
+)
+async def test_a_reason_or_name_the_log_cannot_keep_changes_nothing(
+    engine: Engine, principal: str, reason: str | None
+) -> None:
+    started = await failed_run(engine)
+    with pytest.raises(InvalidValue):
+        await engine.retry_run(started.run_id, by=principal, reason=reason)
+    assert await job_status(engine, started.run_id) == JobStatus.FAILED
+    assert await retried_events(engine, started.run_id) == []
+
+
+async def test_two_retries_at_once_queue_the_job_once(engine: Engine) -> None:
+    started = await failed_run(engine)
+    outcomes = await asyncio.gather(
+        *(engine.retry_run(started.run_id, by=f"op{i}") for i in range(4)),
+        return_exceptions=True,
+    )
+    assert sum(1 for o in outcomes if not isinstance(o, BaseException)) == 1
+    assert all(isinstance(o, NothingToRetry) for o in outcomes if isinstance(o, BaseException))
+    assert len(await retried_events(engine, started.run_id)) == 1
+    assert await engine.worker.drain() == 1
+    assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
+
+
+async def test_a_retry_after_the_tool_ran_does_not_run_it_again(engine: Engine) -> None:
+    """The resume failed after the refund was made (closing the job raised once): the retried
+    resume finds the call in the ledger and never makes the refund a second time."""
+    started = await start_refund(engine)
+    await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
+    original = PgClaimedJob.complete
+    raised: list[JobStatus] = []
+
+    async def complete(self: PgClaimedJob, status: JobStatus, *args: Any, **kw: Any) -> None:
+        if status is JobStatus.DONE and not raised:
+            raised.append(status)
+            raise KeyError("lost while closing the job")
+        await original(self, status, *args, **kw)
+
+    PgClaimedJob.complete = complete  # type: ignore[method-assign]
+    try:
+        assert await engine.worker.drain() == 1
+    finally:
+        PgClaimedJob.complete = original  # type: ignore[method-assign]
+    assert raised
+    assert await job_status(engine, started.run_id) == JobStatus.FAILED
+    assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
+
+    await engine.retry_run(started.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
+    assert (
+        await scalar(
+            engine,
+            "SELECT count(*) FROM tool_executions WHERE run_id = %s AND call_id = 'refund-1001'",
+            started.run_id,
+        )
+        == 1
+    )
+    # The retried resume found the thread past the call and settled the run as it ended.
+    assert await run_status(engine, started.run_id) == "completed"
+    assert await job_status(engine, started.run_id) == JobStatus.SKIPPED
