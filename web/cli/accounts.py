@@ -10,7 +10,7 @@ Exit codes follow the CLI's: 2 invalid input, 3 the name is taken, 4 no such tok
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -24,7 +24,9 @@ from web.cli.command import (
     fail,
     run_async,
 )
-from web.engine import Engine
+
+if TYPE_CHECKING:
+    from web.engine import Engine
 
 users_app = typer.Typer(no_args_is_help=True, help="Local accounts that sign in to the web app.")
 tokens_app = typer.Typer(

@@ -17,17 +17,25 @@ import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from approvals import anchor as anchors
 from approvals.anchor import Anchor
 from approvals.audit import format_at
-from web.audit_anchor import AnchorFile, anchor_key, post, read_file
-from web.cli.command import EXIT_FAILURE, EXIT_INVALID, emit_json, fail, guarded, run_async
-from web.engine import Engine, Verification
-from web.settings import load_settings
+from web.cli.command import (
+    EXIT_FAILURE,
+    EXIT_INVALID,
+    emit_json,
+    fail,
+    guarded,
+    load_settings,
+    run_async,
+)
+
+if TYPE_CHECKING:
+    from web.engine import Engine, Verification
 
 audit_app = typer.Typer(no_args_is_help=True, help="The tamper-evident decision log.")
 
@@ -66,6 +74,10 @@ def audit_verify(
     if anchor is not None:
         if not anchor.is_file():
             fail(f"--anchor: no such file: {anchor}", EXIT_INVALID)
+        # Imported here, not at the top: web.audit_anchor imports httpx and the settings
+        # (about 0.2 s), which only the commands that read or write anchors need.
+        from web.audit_anchor import anchor_key, read_file
+
         path = anchor
         anchors = guarded(lambda: read_file(path, anchor_key(load_settings(), create=False)))
         if not anchors:
@@ -114,6 +126,9 @@ def audit_anchor(
         fail(f"--webhook is not an http(s) URL: {webhook[:80]!r}", EXIT_INVALID)
     if to is not None and ((to.exists() and not to.is_file()) or not to.parent.is_dir()):
         fail(f"--to is not a file in an existing directory: {to}", EXIT_INVALID)
+    # Imported here, not at the top: web.audit_anchor imports httpx and the settings (about
+    # 0.2 s), which only the commands that read or write anchors need.
+    from web.audit_anchor import AnchorFile, anchor_key, post
 
     async def main(engine: Engine) -> tuple[Verification, Anchor | None]:
         key = anchor_key(engine.settings, create=True)

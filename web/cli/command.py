@@ -13,7 +13,7 @@ import json
 import os
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 
@@ -24,8 +24,10 @@ except ImportError:  # not on Windows: asyncio's own loop (run_loop)
 
 from approvals import json_values
 from approvals.errors import ApprovalsError, Category, InvalidValue
-from web.engine import Engine, open_engine, start_embedded, upgrade
-from web.settings import Settings, check_pool_size, load_settings
+
+if TYPE_CHECKING:
+    from web.engine import Engine
+    from web.settings import Settings
 
 T = TypeVar("T")
 
@@ -85,10 +87,23 @@ def default_principal() -> str:
     return f"cli:{getpass.getuser()}"
 
 
+def load_settings() -> Settings:
+    """The settings from the environment and the config file (``web.settings.load_settings``)."""
+    # Imported here, not at the top: pydantic-settings and pydantic take about 0.1 s to import,
+    # and ``--help`` and the policy commands need no settings.
+    from web import settings
+
+    return settings.load_settings()
+
+
 def database_url(settings: Settings) -> tuple[str, bool]:
     """The configured server, or the embedded one (started on demand). ``(url, embedded)``."""
     if settings.database_url:
         return settings.database_url, False
+    # Imported here, not at the top: the engine (psycopg, the repositories, the notifier and
+    # its httpx) takes about 0.5 s to import, and only the commands that open it need it.
+    from web.engine import start_embedded
+
     return start_embedded(settings.data_dir / "pg"), True
 
 
@@ -101,6 +116,9 @@ def migration_url(settings: Settings, url: str) -> str:
 async def upgrade_schema(url: str, *, runtime_role: str | None) -> None:
     """Apply the migrations at ``url`` (``web.engine.upgrade``, which imports Alembic only
     then)."""
+    # Imported here, not at the top: the engine takes about 0.5 s to import (see database_url).
+    from web.engine import upgrade
+
     await upgrade(url, runtime_role=runtime_role)
 
 
@@ -113,6 +131,11 @@ def run_async(
     """Open the engine for one command and map engine errors to exit codes."""
 
     async def main() -> T:
+        # Imported here, not at the top: the engine takes about 0.5 s to import (see
+        # database_url), and neither ``--help`` nor the policy commands open it.
+        from web.engine import open_engine
+        from web.settings import check_pool_size
+
         settings = load_settings()
         if settings_update:
             settings = settings.model_copy(update=settings_update)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -10,12 +10,14 @@ from web.cli.command import (
     database_url,
     emit_json,
     guarded,
+    load_settings,
     migration_url,
     run_loop,
     upgrade_schema,
 )
-from web.engine import Grant, grant_runtime
-from web.settings import load_settings
+
+if TYPE_CHECKING:
+    from web.engine import Grant
 
 db_app = typer.Typer(no_args_is_help=True, help="Database schema.")
 
@@ -42,6 +44,10 @@ def db_grant(
     APPROVALS_MIGRATION_DATABASE_URL; again after each upgrade, or set APPROVALS_RUNTIME_ROLE)."""
 
     async def main() -> list[Grant]:
+        # Imported here, not at the top: the engine takes about 0.5 s to import, and only the
+        # command that grants needs this part of it.
+        from web.engine import grant_runtime
+
         settings = load_settings()
         url, _ = database_url(settings)
         return await grant_runtime(migration_url(settings, url), role)

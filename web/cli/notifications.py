@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from approvals.decisions import parse_request_id
 from web.cli.command import emit_listing, run_async
-from web.engine import Engine
+
+if TYPE_CHECKING:
+    from web.engine import Engine
 
 notifications_app = typer.Typer(
     no_args_is_help=True, help="What was sent to approvers, and what became of it."
@@ -62,6 +63,10 @@ def notifications_list(
     error."""
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
+        # Imported here, not at the top: approvals.decisions imports jsonschema (about 0.05 s),
+        # which ``--help`` does not need; the engine open by now has imported it.
+        from approvals.decisions import parse_request_id
+
         wanted = parse_request_id(request_id) if request_id is not None else None
         rows = await engine.notifications.deliveries(
             request_id=wanted, status=status.value if status else None, limit=limit
@@ -87,6 +92,9 @@ def notifications_log(
     """Every attempt to notify about one request, on every channel, in order."""
 
     async def main(engine: Engine) -> list[dict[str, Any]]:
+        # Imported here, not at the top: approvals.decisions imports jsonschema (see list).
+        from approvals.decisions import parse_request_id
+
         rows = await engine.notifications.attempts(parse_request_id(request_id))
         return [_row(row) for row in rows]
 

@@ -7,12 +7,14 @@ took effect, reject it (with a reason) when it did not; the run then goes on wit
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from web.cli.command import emit_listing, run_async
-from web.engine import Engine
+
+if TYPE_CHECKING:
+    from web.engine import Engine
 
 outcomes_app = typer.Typer(help="Calls whose outcome is unknown.", no_args_is_help=True)
 

@@ -8,7 +8,7 @@ is no longer pending, 4 no such request.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,7 +22,9 @@ from web.cli.command import (
     parse_json,
     run_async,
 )
-from web.engine import Engine
+
+if TYPE_CHECKING:
+    from web.engine import Engine
 
 pending_app = typer.Typer(no_args_is_help=True, help="Calls waiting for a decision.")
 

@@ -7,12 +7,14 @@ line on stderr, ``error: FILE:LINE: reason``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from approvals.policy import Policy, PolicyError, load_cases, load_policy, run_cases
 from web.cli.command import EXIT_FAILURE, EXIT_INVALID, emit_json
+
+if TYPE_CHECKING:
+    from approvals.policy import Policy, PolicyError
 
 policy_app = typer.Typer(
     no_args_is_help=True, help="Declarative policies: check them, test them against cases."
@@ -30,6 +32,10 @@ def _invalid(exc: PolicyError, as_json: bool) -> NoReturn:
 
 
 def _load(path: Path, as_json: bool) -> Policy:
+    # Imported here, not at the top: the policy engine imports cel, whose package imports its
+    # own REPL (prompt_toolkit): about 0.1 s that only the policy commands need.
+    from approvals.policy import PolicyError, load_policy
+
     try:
         return load_policy(path)
     except PolicyError as exc:
@@ -66,6 +72,9 @@ def run_test_cases(
     as_json: JsonOption = False,
 ) -> None:
     """Run every case of CASES through the policy FILE; exit 1 if any case fails."""
+    # Imported here, not at the top: the policy engine imports cel and prompt_toolkit (see _load).
+    from approvals.policy import PolicyError, load_cases, run_cases
+
     policy = _load(file, as_json)
     try:
         table = load_cases(cases)

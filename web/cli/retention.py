@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from approvals.errors import InvalidValue
 from web.cli.command import EXIT_INVALID, default_principal, emit_json, fail, run_async
-from web.engine import Engine
+
+if TYPE_CHECKING:
+    from web.engine import Engine
 
 retention_app = typer.Typer(
     no_args_is_help=True,

@@ -7,7 +7,7 @@ Exit codes follow the CLI's: 1 the run failed, 2 invalid input (a malformed run 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,7 +21,9 @@ from web.cli.command import (
     parse_json,
     run_async,
 )
-from web.engine import Engine
+
+if TYPE_CHECKING:
+    from web.engine import Engine
 
 runs_app = typer.Typer(no_args_is_help=True, help="Start and inspect runs.")
 

@@ -13,7 +13,7 @@ import logging
 import shlex
 import signal
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -21,14 +21,24 @@ from approvals.model import RunStatus
 from web.cli.command import (
     database_url,
     guarded,
+    load_settings,
     migration_url,
     run_async,
     run_loop,
     upgrade_schema,
 )
-from web.engine import Engine, freeze_heap
-from web.logs import configure_logging
-from web.settings import load_settings
+
+if TYPE_CHECKING:
+    from web.engine import Engine
+
+
+def _log_to_stderr() -> None:
+    """Log as the settings say, to stderr (web.logs), so that stdout stays parseable."""
+    # Imported here, not at the top: web.logs imports the settings (pydantic, about 0.1 s),
+    # which ``--help`` and the commands of other groups do not need.
+    from web.logs import configure_logging
+
+    guarded(lambda: configure_logging(load_settings()))
 
 
 def _stop_on_signals(stop: asyncio.Event) -> None:
@@ -49,11 +59,15 @@ def worker_command(
 ) -> None:
     """Resume runs whose calls were decided, and expire (or escalate) requests past their
     deadline every APPROVALS_SWEEP_INTERVAL_SECONDS. Runs until SIGTERM/SIGINT unless --drain."""
-    guarded(lambda: configure_logging(load_settings()))
+    _log_to_stderr()
 
     async def main(engine: Engine) -> int:
         if drain:
             return await engine.drain()
+        # Imported here, not at the top: there it would import the engine (about 0.5 s) for
+        # every command; here run_async has imported it already.
+        from web.engine import freeze_heap
+
         freeze_heap(engine)
         stop = asyncio.Event()
         _stop_on_signals(stop)
@@ -78,7 +92,7 @@ def serve_command(
     # second to import, and only serve and demo need it.
     from web.serving import bind, serve_forever, serving, url_of
 
-    guarded(lambda: configure_logging(load_settings()))
+    _log_to_stderr()
 
     async def serve() -> None:
         settings = load_settings()

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from web.cli.command import emit_json, run_async
-from web.engine import Engine
+
+if TYPE_CHECKING:
+    from web.engine import Engine
 
 tools_app = typer.Typer(no_args_is_help=True, help="The tools graphs may call.")
 
