@@ -14,6 +14,7 @@ from approvals.errors import InvalidRunId, InvalidValue, NothingToRetry, RunNotF
 from approvals.model import JobStatus
 from storage.queue import PgClaimedJob
 from tests.integration.helpers import scalar, side_effects, start_refund
+from tests.integration.inprocess import invoke
 from web.engine import Engine
 
 
@@ -201,3 +202,41 @@ async def test_a_retry_after_the_tool_ran_does_not_run_it_again(engine: Engine) 
     # The retried resume found the thread past the call and settled the run as it ended.
     assert await run_status(engine, started.run_id) == "completed"
     assert await job_status(engine, started.run_id) == JobStatus.SKIPPED
+
+
+async def test_retrying_from_the_cli(engine: Engine, cli_env: dict[str, str]) -> None:
+    started = await failed_run(engine)
+    retried = await invoke(
+        cli_env, "runs", "retry", started.run_id, "--reason", "graph fixed", "--as", "ops:carol"
+    )
+    assert retried.code == 0, retried.stderr
+    assert retried.stdout.strip() == (
+        f"run {started.run_id} retried (1 failed resume(s) queued again)"
+    )
+    [event] = await retried_events(engine, started.run_id)
+    assert (event["principal"], event["data"]["reason"]) == ("ops:carol", "graph fixed")
+
+    again = await invoke(cli_env, "runs", "retry", started.run_id, "--json")
+    assert again.code == 3, again.stderr
+    assert again.stderr.strip() == (
+        f"error: nothing to retry for run {started.run_id}: no resume of it failed"
+    )
+    assert await engine.worker.drain() == 1
+    ended = await invoke(cli_env, "runs", "retry", started.run_id, "--json")
+    assert ended.code == 3
+    assert "it is completed, not waiting" in ended.stderr
+    unknown = await invoke(cli_env, "runs", "retry", "00000000-0000-4000-8000-000000000000")
+    assert unknown.code == 4, unknown.stderr
+    malformed = await invoke(cli_env, "runs", "retry", "not-a-run")
+    assert malformed.code == 2, malformed.stderr
+    nul = await invoke(cli_env, "runs", "retry", started.run_id, "--reason", "a\x00b")
+    assert nul.code == 2, nul.stderr
+    assert len(await retried_events(engine, started.run_id)) == 1
+    assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
+
+    other = await failed_run(engine, "refund 1002")
+    as_json = await invoke(cli_env, "runs", "retry", other.run_id, "--json")
+    assert as_json.code == 0, as_json.stderr
+    assert as_json.json() == {"run_id": other.run_id, "status": "waiting", "jobs_requeued": 1}
+    [event] = await retried_events(engine, other.run_id)
+    assert event["principal"].startswith("cli:")

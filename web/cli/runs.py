@@ -1,7 +1,8 @@
-"""``approvals runs``: start a run (optionally streaming its updates), show one, cancel one.
+"""``approvals runs``: start a run (optionally streaming its updates), show one, cancel one,
+retry one's failed resumes.
 
 Exit codes follow the CLI's: 1 the run failed, 2 invalid input (a malformed run id or input),
-3 the run already ended, 4 no such run or graph.
+3 the run already ended (or has nothing to retry), 4 no such run or graph.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ runs_app = typer.Typer(no_args_is_help=True, help="Start and inspect runs.")
 MAX_REASON = 2000
 
 
-# Registered first, so that `approvals runs --help` lists cancel, start, show as it always has.
+# Registered first, so that `approvals runs --help` lists cancel, retry, start, show.
 @runs_app.command("cancel")
 def runs_cancel(
     run_id: Annotated[str, typer.Argument(help="The run to cancel.")],
@@ -61,6 +62,36 @@ def runs_cancel(
     typer.echo(
         f"run {result['run_id']} cancelled ({result['requests_cancelled']} pending request(s)"
         f" cancelled, {result['jobs_skipped']} queued resume(s) skipped)"
+    )
+
+
+@runs_app.command("retry")
+def runs_retry(
+    run_id: Annotated[str, typer.Argument(help="The waiting run whose failed resumes to retry.")],
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (kept in the audit log).")
+    ] = None,
+    principal: Annotated[
+        str | None, typer.Option("--as", help="Who retries (default cli:$USER).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Queue again the failed resume jobs of a waiting run, once what failed them is fixed; the
+    ledger still runs each call at most once. Exit 3: the run is not waiting, or none of its
+    resumes failed; 4: no such run."""
+    if reason is not None and len(reason) > MAX_REASON:
+        fail(f"--reason is longer than {MAX_REASON} characters", EXIT_INVALID)
+
+    async def main(engine: Engine) -> dict[str, Any]:
+        retried = await engine.retry_run(run_id, by=principal or default_principal(), reason=reason)
+        return retried.to_json()
+
+    result = run_async(main)
+    if as_json:
+        emit_json(result)
+        return
+    typer.echo(
+        f"run {result['run_id']} retried ({result['jobs_requeued']} failed resume(s) queued again)"
     )
 
 
