@@ -28,9 +28,25 @@ def call_identity(*, run_id: str, call_id: str, tool: str, args: dict[str, Any])
     return jcs_sha256({"run_id": run_id, "call_id": call_id, "tool": tool, "args": args})
 
 
+class Unreadable(dict[str, Any]):
+    """Stands in for a stored JSON value that could not be read back at all (nested deeper
+    than any decoder here goes: jsonb keeps it, and only a rewrite behind the engine's back
+    makes one, as the engine caps the depth of what it writes). Empty, so a reader that only
+    looks into it finds nothing; never digested (``shown_digest`` refuses it), so a request
+    whose shown copy is one counts as changed, as one the canonical form refuses does."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Unreadable()"
+
+
 def shown_digest(*, run_id: str, call_id: str, tool: str, shown: dict[str, Any]) -> str:
     """The digest of everything an approver is shown for one request (arguments, description,
-    the rule that escalated it, redaction markers), checked before it is displayed or decided."""
+    the rule that escalated it, redaction markers), checked before it is displayed or decided.
+    ``ValueError`` for an ``Unreadable`` copy: what could not be read has no digest."""
+    if isinstance(shown, Unreadable):
+        raise ValueError("the shown copy could not be read back from the database")
     return jcs_sha256({"run_id": run_id, "call_id": call_id, "tool": tool, "shown": shown})
 
 

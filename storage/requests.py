@@ -15,11 +15,20 @@ from approvals.errors import (
     RequestNotFound,
     RequestNotPending,
 )
-from approvals.identity import shown_digest
+from approvals.identity import Unreadable, shown_digest
 from approvals.listing import EVERY_REQUEST, PendingOrder, RequestFilter, Scope, Viewer
 from approvals.model import DecisionKind, DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.ports import NewRequest, RequestCheck
-from storage.db import Connection, Database, Row, json, sql, translated_errors
+from storage.db import (
+    Connection,
+    Database,
+    Row,
+    json,
+    read_unreadable_json_as_marker,
+    sql,
+    translated_errors,
+    unreadable_count,
+)
 
 _STATUS_OF_KIND = {
     DecisionKind.APPROVE: RequestStatus.APPROVED,
@@ -34,7 +43,12 @@ _DECIDABLE: dict[Scope, bool | None] = {Scope.SEE: None, Scope.DECIDE: True, Sco
 
 
 async def custom_planned(
-    db: Database, name: str, params: dict[str, Any], *, uuids_as_text: bool = False
+    db: Database,
+    name: str,
+    params: dict[str, Any],
+    *,
+    uuids_as_text: bool = False,
+    request_rows: bool = False,
 ) -> list[Row]:
     """The rows of the named list query, planned for these parameters.
 
@@ -45,14 +59,43 @@ async def custom_planned(
 
     ``uuids_as_text``: uuid columns come as their text (as ``str(UUID)`` writes it), for rows
     whose ids are only ever used as strings: an inbox page of 500 made 1,000 ``UUID`` objects
-    only to turn each back into its text, about 3 us a row."""
+    only to turn each back into its text, about 3 us a row.
+
+    A jsonb value that cannot be decoded comes as ``Unreadable`` (only a rewrite behind the
+    engine's back makes one): one such row must not fail the whole list. The runs list shows
+    none of a run's input, say, and the run's own page fails with ``StoredValueUnreadable``.
+    ``request_rows``: the rows are approval requests, and one holding such a value counts as
+    tampered (``tampered_if_unreadable``)."""
+    seen = unreadable_count()
     with translated_errors():
         async with db.pool.connection() as conn:
             cursor = conn.cursor()
+            read_unreadable_json_as_marker(cursor)
             if uuids_as_text:
                 cursor.adapters.register_loader("uuid", TextLoader)
             await cursor.execute(sql(name), params, prepare=False)
-            return await cursor.fetchall()
+            rows = await cursor.fetchall()
+    # An inbox page is not looked into row by row for that: only when one was read.
+    if request_rows and unreadable_count() != seen:
+        rows = [tampered_if_unreadable(row) for row in rows]
+    return rows
+
+
+#: An approval request's jsonb columns besides its shown copy.
+_OTHER_JSON = ("args_schema", "escalation_chain")
+
+
+def tampered_if_unreadable(row: Row) -> Row:
+    """An approval request's row read with ``unreadable_json``, its shown copy made
+    ``Unreadable`` where another jsonb column is one, so that the request counts as tampered
+    whichever column could not be read (``PendingCall.shown_intact`` is false for an
+    ``Unreadable`` copy): left out of the inbox, refused on its page and for decisions,
+    recorded once, rather than a ``RecursionError`` failing every list holding it. A request
+    whose schema cannot be read must not be edited against an empty one, nor one whose
+    escalation chain cannot be read be shown as if it had none."""
+    if any(isinstance(row.get(column), Unreadable) for column in _OTHER_JSON):
+        row["shown"] = Unreadable()
+    return row
 
 
 def list_params(
@@ -131,16 +174,18 @@ class PgApprovalRequests:
         )
 
     async def get(self, request_id: str) -> PendingCall | None:
-        row = await self._db.one("get_request", {"id": request_id})
-        return PendingCall.from_row(row) if row else None
+        row = await self._db.one("get_request", {"id": request_id}, unreadable_json=True)
+        return PendingCall.from_row(tampered_if_unreadable(row)) if row else None
 
     async def search(
         self, status: RequestStatus | None = None, limit: int = 200
     ) -> list[PendingCall]:
         rows = await self._db.all(
-            "list_requests", {"status": status.value if status else None, "limit": limit}
+            "list_requests",
+            {"status": status.value if status else None, "limit": limit},
+            unreadable_json=True,
         )
-        return [PendingCall.from_row(r) for r in rows]
+        return [PendingCall.from_row(tampered_if_unreadable(r)) for r in rows]
 
     async def decision_of(self, request_id: str) -> tuple[str, DecisionRecord | None]:
         """The decision made on a request, if any."""
@@ -163,9 +208,13 @@ class PgApprovalRequests:
         ``after`` (the last row's sort key and id)."""
         params = list_params(viewer, filters, asof, after, limit) | {"decidable": _DECIDABLE[scope]}
         if order is PendingOrder.DEADLINE:
-            rows = await custom_planned(self._db, "pending_by_deadline", params, uuids_as_text=True)
+            rows = await custom_planned(
+                self._db, "pending_by_deadline", params, uuids_as_text=True, request_rows=True
+            )
         else:
-            rows = await custom_planned(self._db, "pending_newest", params, uuids_as_text=True)
+            rows = await custom_planned(
+                self._db, "pending_newest", params, uuids_as_text=True, request_rows=True
+            )
         return [PendingCall.from_row(r) for r in rows]
 
     async def decided_page(
@@ -181,7 +230,10 @@ class PgApprovalRequests:
         see, newest decision first, after the keyset position ``after``; each with who decided
         what and the run's and the tool's status since."""
         rows = await custom_planned(
-            self._db, "decided_page", list_params(viewer, filters, asof, after, limit)
+            self._db,
+            "decided_page",
+            list_params(viewer, filters, asof, after, limit),
+            request_rows=True,
         )
         return [
             (
@@ -223,8 +275,8 @@ class PgApprovalRequests:
         return f"{row['n']}:{row['at']}" if row else ""
 
     async def for_run(self, run_id: str) -> list[PendingCall]:
-        rows = await self._db.all("run_requests", {"run_id": run_id})
-        return [PendingCall.from_row(r) for r in rows]
+        rows = await self._db.all("run_requests", {"run_id": run_id}, unreadable_json=True)
+        return [PendingCall.from_row(tampered_if_unreadable(r)) for r in rows]
 
 
 class PgDecisions:
@@ -270,10 +322,12 @@ class PgDecisions:
                 # Who may decide is read under the request's row lock, in the transaction
                 # that consumes it: an escalation (new approver groups) either committed before
                 # and is judged here, or waits until this decision is made.
-                locked = await self._db.one("lock_request_row", {"id": request_id}, conn)
+                locked = await self._db.one(
+                    "lock_request_row", {"id": request_id}, conn, unreadable_json=True
+                )
                 if locked is None:
                     raise RequestNotFound(request_id)
-                check(PendingCall.from_row(locked))
+                check(PendingCall.from_row(tampered_if_unreadable(locked)))
                 row = await self._db.one("decide", params, conn)
                 if row is not None:
                     return DecisionRecord.from_row(row)

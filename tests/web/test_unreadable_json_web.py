@@ -1,0 +1,94 @@
+"""Over HTTP: a request whose shown copy an insider rewrote to nesting too deep to read back
+is left out of the inbox (API and page) like any tampered one, refused on its page and for
+decisions with 409, recorded once; the other requests are still listed and decided."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.integration.helpers import person_token, scalar, start_refund
+from tests.web.conftest import Server, SignIn, add_user
+from web.engine import Engine
+
+DEEP = "[" * 5_000 + "1" + "]" * 5_000
+
+
+def client(server: Server, secret: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=server.url, headers={"authorization": f"Bearer {secret}"}, timeout=60
+    )
+
+
+async def test_a_shown_copy_too_deep_to_read_is_left_out_and_refused_not_a_500(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    bad = (await start_refund(engine)).pending[0]
+    good = (await start_refund(engine)).pending[0]
+    async with engine.connection() as conn:
+        await conn.execute(
+            "update approval_requests set shown = %s::jsonb where id = %s", (DEEP, bad)
+        )
+    await add_user(engine, "sue", "support")
+    page = sign_in("sue")
+    inbox = page.get("/")
+    assert inbox.status_code == 200
+    assert f"/requests/{good}" in inbox.text
+    assert bad not in inbox.text
+    assert page.get(f"/requests/{bad}").status_code == 409
+    secret = await person_token(engine, "lead", "support")
+    async with client(server, secret) as api:
+        listed = await api.get("/api/v1/pending")
+        assert listed.status_code == 200, listed.text
+        assert [r["id"] for r in listed.json()] == [good]
+        shown = await api.get(f"/api/v1/pending/{bad}")
+        assert shown.status_code == 409
+        assert shown.json()["error"]["code"] == "shown_copy_changed"
+        refused = await api.post(f"/api/v1/pending/{bad}/decision", json={"decision": "approve"})
+        assert refused.status_code == 409
+        assert refused.json()["error"]["code"] == "shown_copy_changed"
+        decided = await api.post(f"/api/v1/pending/{good}/decision", json={"decision": "approve"})
+        assert decided.status_code == 200, decided.text
+    tampered = "select count(*) from audit_events where request_id = %s and kind = %s"
+    assert await scalar(engine, tampered, bad, "request.tampered") == 1
+    assert await scalar(engine, "select count(*) from decisions where request_id = %s", bad) == 0
+
+
+async def test_history_runs_and_log_stay_up_or_fail_with_a_clear_error(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    """A decided request whose copy cannot be read stays in the history (refused on its own
+    page); the runs list lists a run whose input cannot be read, whose own report fails with
+    a 500 naming the cause; the decision log's page fails the same way, not with a dropped
+    connection."""
+    decided = (await start_refund(engine)).pending[0]
+    await engine.decide_as_operator(decided, "reject", principal="local:ops", reason="no")
+    other = await start_refund(engine)
+    async with engine.connection() as conn:
+        await conn.execute(
+            "update approval_requests set shown = %s::jsonb where id = %s", (DEEP, decided)
+        )
+        await conn.execute("update runs set input = %s::jsonb where id = %s", (DEEP, other.run_id))
+    await add_user(engine, "olga", "operators")
+    page = sign_in("olga")
+    history = page.get("/history")
+    assert history.status_code == 200
+    assert f"/requests/{decided}" in history.text
+    assert page.get(f"/requests/{decided}").status_code == 409
+    secret = await person_token(engine, "opal", "operators")
+    async with client(server, secret) as api:
+        runs = await api.get("/api/v1/runs")
+        assert runs.status_code == 200, runs.text
+        assert str(other.run_id) in [r["run_id"] for r in runs.json()]
+        report = await api.get(f"/api/v1/runs/{other.run_id}")
+        assert report.status_code == 500
+        assert "nested too deeply" in report.json()["error"]["message"]
+    async with engine.connection() as conn, conn.transaction():
+        await conn.execute("set local session_replication_role = replica")
+        await conn.execute(
+            "update audit_events set data = %s::jsonb"
+            " where id = (select max(id) from audit_events)",
+            (DEEP,),
+        )
+    log = page.get("/audit")
+    assert log.status_code == 500
+    assert "nested too deeply" in log.text
