@@ -995,10 +995,12 @@ SELECT run.id, (SELECT count(*) FROM requests) AS requests, (SELECT count(*) FRO
 -- Queue again the failed resume jobs of a run that still waits, under its thread's lock (the
 -- caller holds it, so no step of the run is in progress and a cancel cannot interleave). Each
 -- job goes back to 'queued' with its attempts and last error kept, audited as resume.retried
--- with who asked and why, and the workers are woken. A retried resume is checked as any other
--- (the run still waits on the call, the decision is the one consumed) and the ledger still
--- runs each call at most once. No row: no such run; jobs = 0: it is not waiting, or nothing
--- of it failed.
+-- with who asked and why, and the workers are woken. Each requeued job also records the run's
+-- `resuming` event, as a decision's new job does (its trigger fires on INSERT only, and this is
+-- an UPDATE): a stream of the waiting run closed, and that event is what opens the next step.
+-- A retried resume is checked as any other (the run still waits on the call, the decision is
+-- the one consumed) and the ledger still runs each call at most once. No row: no such run;
+-- jobs = 0: it is not waiting, or nothing of it failed.
 WITH run AS (
     SELECT id, status FROM runs WHERE id = %(run_id)s
 ), jobs AS (
@@ -1016,8 +1018,12 @@ WITH run AS (
                               'error', left(j.last_error, 500))
       FROM jobs j LEFT JOIN approval_requests r ON r.id = j.request_id
      ORDER BY j.id
+), resuming AS (
+    INSERT INTO run_events (run_id, kind, data)
+    SELECT j.run_id, 'resuming', '{}'::jsonb FROM jobs j ORDER BY j.id
 ), wake AS (
-    SELECT pg_notify('approvals_resume', run.id::text) AS sent
+    SELECT pg_notify('approvals_resume', run.id::text) AS sent,
+           pg_notify('approvals_run_events', run.id::text) AS streams
       FROM run WHERE EXISTS (SELECT 1 FROM jobs)
 )
 SELECT run.status, (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM wake) AS woken

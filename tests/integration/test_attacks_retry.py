@@ -1,0 +1,308 @@
+"""Attacks on an operator's retry of a waiting run's failed resumes (``Engine.retry_run``): two
+failed calls of one step, a retry racing a cancel or a sibling's decision, a rejected call's
+resume retried, a call whose tool ran or whose outcome is unknown, a job failing again, an
+OpenAI Agents SDK run. Whatever the order, a call runs only with consent and at most once, the
+audit chain verifies, and the queue's state says what happened."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from approvals.errors import NothingToRetry
+from approvals.model import JobStatus
+from storage.queue import PgClaimedJob
+from tests.integration.helpers import scalar, side_effects, start_refund
+from web.engine import Engine
+
+
+@contextmanager
+def poisoned(engine: Engine, run_id: str) -> Iterator[None]:
+    """Resumes of ``run_id`` raise what the engine does not know of (a graph's own bug)."""
+    runner = engine.runner
+    original = runner.resume
+
+    async def resume(claimed: Any) -> Any:
+        if claimed.job.run_id == run_id:
+            raise KeyError("a graph's own bug")
+        return await original(claimed)
+
+    runner.resume = resume  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        runner.resume = original  # type: ignore[method-assign]
+
+
+async def jobs(engine: Engine, run_id: str) -> list[dict[str, Any]]:
+    async with engine.connection() as conn:
+        cur = await conn.execute(
+            "SELECT q.status, q.attempts, q.last_error, a.call_id FROM resume_queue q"
+            " JOIN approval_requests a ON a.id = q.request_id WHERE q.run_id = %s ORDER BY q.id",
+            (run_id,),
+        )
+        return list(await cur.fetchall())
+
+
+async def events(engine: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:
+    async with engine.connection() as conn:
+        cur = await conn.execute(
+            "SELECT principal, call_id, data FROM audit_events WHERE kind = %s AND run_id = %s"
+            " ORDER BY id",
+            (kind, run_id),
+        )
+        return list(await cur.fetchall())
+
+
+async def run_status(engine: Engine, run_id: str) -> str:
+    return str(await scalar(engine, "SELECT status FROM runs WHERE id = %s", run_id))
+
+
+async def verified(engine: Engine) -> None:
+    result = await engine.audit.verify()
+    assert result.ok, result
+
+
+async def failed_count(engine: Engine) -> int:
+    snapshot = await engine.operations.metrics()
+    return int(snapshot.jobs.get("failed", 0))
+
+
+async def requests_by_call(engine: Engine, run: Any) -> dict[str, str]:
+    found = {}
+    for request_id in run.pending:
+        request = await engine.requests.get(request_id)
+        assert request is not None
+        found[request.call_id] = request.id
+    return found
+
+
+async def test_two_failed_calls_of_one_step_each_run_once_after_a_retry(engine: Engine) -> None:
+    started = await start_refund(engine, "refund 1001 1002")
+    calls = await requests_by_call(engine, started)
+    assert set(calls) == {"refund-1001", "refund-1002"}
+    for request_id in calls.values():
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 2
+    assert [j["status"] for j in await jobs(engine, started.run_id)] == ["failed", "failed"]
+    assert await failed_count(engine) == 2
+
+    retried = await engine.retry_run(started.run_id, by="olga", reason="fixed")
+    assert retried.jobs == 2
+    assert sorted(e["call_id"] for e in await events(engine, started.run_id, "resume.retried")) == [
+        "refund-1001",
+        "refund-1002",
+    ]
+    assert await failed_count(engine) == 0
+    assert await engine.worker.drain() == 2
+    assert await run_status(engine, started.run_id) == "completed"
+    for call in calls:
+        assert len(await side_effects(engine, started.run_id, call)) == 1
+    assert {j["status"] for j in await jobs(engine, started.run_id)} <= {"done", "skipped"}
+    assert [j["attempts"] for j in await jobs(engine, started.run_id)] == [2, 2]
+    await verified(engine)
+
+
+async def test_a_rejected_calls_failed_resume_retried_never_runs_the_call(engine: Engine) -> None:
+    started = await start_refund(engine)
+    await engine.decide_as_operator(started.pending[0], "reject", principal="bob", reason="no")
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 1
+    await engine.retry_run(started.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    assert await run_status(engine, started.run_id) == "completed"
+    assert await side_effects(engine, started.run_id, "refund-1001") == []
+    assert (
+        await scalar(engine, "SELECT count(*) FROM tool_executions WHERE tool = 'issue_refund'")
+        == 0
+    )
+    await verified(engine)
+
+
+async def test_a_job_failing_again_is_retried_again_and_its_attempts_grow(engine: Engine) -> None:
+    started = await start_refund(engine)
+    await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
+    for _ in range(2):
+        with poisoned(engine, started.run_id):
+            assert await engine.worker.drain() == 1
+        [job] = await jobs(engine, started.run_id)
+        assert job["status"] == JobStatus.FAILED
+        assert await run_status(engine, started.run_id) == "waiting"
+        assert await failed_count(engine) == 1
+        await engine.retry_run(started.run_id, by="olga", reason="try again")
+    assert await engine.worker.drain() == 1
+    [job] = await jobs(engine, started.run_id)
+    assert (job["status"], job["attempts"]) == ("done", 3)
+    assert len(await events(engine, started.run_id, "resume.failed")) == 2
+    assert len(await events(engine, started.run_id, "resume.retried")) == 2
+    assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
+    await verified(engine)
+
+
+async def test_a_call_whose_outcome_is_unknown_is_never_run_again_by_a_retry(
+    engine: Engine,
+) -> None:
+    """A worker died inside the refund (its ledger row is left ``started``), then the next
+    resume failed: the retried resume must not make the refund: it asks whether it took effect
+    (``outcome_unknown``), and the run waits on that question."""
+    from approvals.identity import call_identity, idempotency_key
+
+    started = await start_refund(engine)
+    args = {"amount": 25.0, "order_id": "1001", "reason": "customer request"}
+    await engine.ledger.begin(
+        run_id=started.run_id,
+        call_id="refund-1001",
+        tool="issue_refund",
+        key=idempotency_key(run_id=started.run_id, call_id="refund-1001"),
+        args_identity=call_identity(
+            run_id=started.run_id, call_id="refund-1001", tool="issue_refund", args=args
+        ),
+    )
+    await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 1
+    await engine.retry_run(started.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    assert await side_effects(engine, started.run_id, "refund-1001") == []
+    [execution] = [
+        e for e in await engine.ledger.for_run(started.run_id) if e.call_id == "refund-1001"
+    ]
+    assert execution.status == "outcome_unknown"
+    assert await run_status(engine, started.run_id) == "waiting"
+    reconcile = await scalar(
+        engine,
+        "SELECT count(*) FROM approval_requests WHERE run_id = %s AND status = 'pending'"
+        " AND reason LIKE 'outcome unknown%%'",
+        started.run_id,
+    )
+    assert reconcile == 1
+    # Nothing of it failed now: a second retry has nothing to queue.
+    with pytest.raises(NothingToRetry):
+        await engine.retry_run(started.run_id, by="olga")
+    await verified(engine)
+
+
+async def test_a_retry_is_a_resume_a_stream_of_the_run_can_follow(engine: Engine) -> None:
+    """A stream of a waiting run closes; a queued resume (``resuming``) is what tells a client
+    to follow the next step. A retry queues one, so it must say so too."""
+    started = await start_refund(engine)
+    await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 1
+    seen = await engine.run_events.after(started.run_id, 0)
+    last = seen[-1]["id"]
+    await engine.retry_run(started.run_id, by="olga")
+    after = await engine.run_events.after(started.run_id, last)
+    assert [e["kind"] for e in after] == ["resuming"]
+
+
+async def test_a_retry_racing_a_cancel_never_resumes_a_cancelled_run(engine: Engine) -> None:
+    for n in range(6):
+        started = await start_refund(engine, f"refund 1001 #{n}")
+        await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
+        with poisoned(engine, started.run_id):
+            assert await engine.worker.drain() == 1
+        retry, cancel = await asyncio.gather(
+            engine.retry_run(started.run_id, by="olga", reason="fixed"),
+            engine.cancel_run(started.run_id, by="olga", reason="withdrawn"),
+            return_exceptions=True,
+        )
+        assert not isinstance(cancel, BaseException), cancel
+        assert not isinstance(retry, BaseException) or isinstance(retry, NothingToRetry), retry
+        await engine.worker.drain()
+        assert await run_status(engine, started.run_id) == "cancelled"
+        assert await side_effects(engine, started.run_id, "refund-1001") == []
+        [job] = await jobs(engine, started.run_id)
+        assert job["status"] in ("failed", "skipped")
+    await verified(engine)
+
+
+async def test_a_retry_racing_a_siblings_decision_runs_each_call_once(engine: Engine) -> None:
+    for n in range(4):
+        started = await start_refund(engine, f"refund 1001 1002 #{n}")
+        calls = await requests_by_call(engine, started)
+        await engine.decide_as_operator(calls["refund-1001"], "approve", principal="bob")
+        with poisoned(engine, started.run_id):
+            assert await engine.worker.drain() == 1
+        outcomes = await asyncio.gather(
+            engine.retry_run(started.run_id, by="olga"),
+            engine.decide_as_operator(calls["refund-1002"], "approve", principal="carol"),
+            engine.worker.drain(),
+            return_exceptions=True,
+        )
+        assert not any(
+            isinstance(o, BaseException) and not isinstance(o, NothingToRetry) for o in outcomes
+        ), outcomes
+        await engine.worker.drain()
+        assert await run_status(engine, started.run_id) == "completed"
+        for call in calls:
+            assert len(await side_effects(engine, started.run_id, call)) == 1
+    await verified(engine)
+
+
+async def test_a_retry_after_a_sibling_finished_the_run_is_refused(engine: Engine) -> None:
+    """1001's resume failed; 1002's decision resumed the step, and both calls ran (1001 from
+    its stored decision). The run ended: nothing is queued again, nothing runs twice."""
+    started = await start_refund(engine, "refund 1001 1002")
+    calls = await requests_by_call(engine, started)
+    await engine.decide_as_operator(calls["refund-1001"], "approve", principal="bob")
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 1
+    await engine.decide_as_operator(calls["refund-1002"], "approve", principal="bob")
+    assert await engine.worker.drain() == 1
+    assert await run_status(engine, started.run_id) == "completed"
+    with pytest.raises(NothingToRetry):
+        await engine.retry_run(started.run_id, by="olga")
+    assert await engine.worker.drain() == 0
+    for call in calls:
+        assert len(await side_effects(engine, started.run_id, call)) == 1
+    await verified(engine)
+
+
+async def test_an_openai_runs_failed_resume_after_its_tool_ran_is_not_run_again(
+    engine: Engine,
+) -> None:
+    run = await engine.runner.start("refund_openai", {"message": "refund 1001"}, principal="al")
+    assert run.status == "waiting"
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    original = PgClaimedJob.complete
+    raised: list[JobStatus] = []
+
+    async def complete(self: PgClaimedJob, status: JobStatus, *args: Any, **kw: Any) -> None:
+        if status is JobStatus.DONE and not raised:
+            raised.append(status)
+            raise KeyError("lost while closing the job")
+        await original(self, status, *args, **kw)
+
+    PgClaimedJob.complete = complete  # type: ignore[method-assign]
+    try:
+        assert await engine.worker.drain() == 1
+    finally:
+        PgClaimedJob.complete = original  # type: ignore[method-assign]
+    assert raised
+    [job] = await jobs(engine, run.run_id)
+    assert job["status"] == JobStatus.FAILED
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+
+    await engine.retry_run(run.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert await run_status(engine, run.run_id) == "completed"
+    await verified(engine)
+
+
+async def test_an_openai_runs_poisoned_resume_is_retried_and_runs_once(engine: Engine) -> None:
+    run = await engine.runner.start("refund_openai", {"message": "refund 1001"}, principal="al")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    with poisoned(engine, run.run_id):
+        assert await engine.worker.drain() == 1
+    await engine.retry_run(run.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    assert await run_status(engine, run.run_id) == "completed"
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    await verified(engine)
