@@ -305,6 +305,22 @@ class NothingToRetry(ApprovalsError):
         super().__init__(f"nothing to retry for run {run_id}: {why}")
 
 
+class StoredValueUnreadable(ApprovalsError):
+    """A json/jsonb value read from the database is nested deeper than it can be read back
+    (``json.loads`` runs out of recursion; orjson stops at 255 levels). The engine never
+    writes one (``check_json`` caps the depth), so it was written behind the engine's back:
+    an operator's matter (``approvals audit verify`` names a rewritten log event)."""
+
+    category = Category.FAILURE
+
+    def __init__(self, size: int) -> None:
+        super().__init__(
+            f"a JSON value stored in the database ({size} bytes) is nested too deeply to be"
+            " read; the engine never writes one, so it was changed outside the engine"
+        )
+        self.size = size
+
+
 class RuntimeRoleRefused(ApprovalsError):
     """A role that ``approvals db grant`` will not make the runtime role: it does not exist,
     or it could alter, disable or drop what it would be given (an owner, a member of one, a

@@ -21,7 +21,7 @@ from psycopg.types.json import (
 )
 from psycopg_pool import AsyncConnectionPool
 
-from approvals.errors import ApprovalsError, Category, DatabaseUnavailable
+from approvals.errors import DatabaseUnavailable, StoredValueUnreadable
 from approvals.identity import Unreadable
 from storage.queries import QUERIES
 
@@ -69,40 +69,31 @@ _DIGITS = bytes(0x31 if 0x30 <= i <= 0x39 else 0x30 for i in range(256))
 _LONG_RUN = b"1" * 19
 
 
-class StoredValueUnreadable(ApprovalsError):
-    """A json/jsonb value read from the database is nested deeper than it can be read back
-    (``json.loads`` runs out of recursion; orjson stops at 255 levels). The engine never
-    writes one (``check_json`` caps the depth), so it was written behind the engine's back:
-    an operator's matter (``approvals audit verify`` names a rewritten log event)."""
-
-    category = Category.FAILURE
-
-    def __init__(self, size: int) -> None:
-        super().__init__(
-            f"a JSON value stored in the database ({size} bytes) is nested too deeply to be"
-            " read; the engine never writes one, so it was changed outside the engine"
-        )
-        self.size = size
-
-
-def json_loads(data: str | bytes) -> Any:
-    """A json/jsonb column's value, read by orjson (several times faster than ``json.loads``;
-    an inbox page reads three jsonb values a row), to the same Python value: whatever orjson
-    reads differently (integers beyond 64 bits, which it turns into floats) or refuses
-    (a lone surrogate, an infinity, nesting past its limit) goes to ``json.loads``.
-    ``StoredValueUnreadable`` where that runs out of recursion (a ``RecursionError`` failed
-    every list holding the row, with nothing to say which value or why)."""
+def _decoded(data: str | bytes) -> Any:
+    """orjson's reading of ``data``, or ``json.loads``'s where orjson would read it
+    differently (integers beyond 64 bits, which it turns into floats) or refuses it (a lone
+    surrogate, an infinity, nesting past its 255 levels); ``RecursionError`` past what
+    ``json.loads`` can read."""
     raw = data.encode() if isinstance(data, str) else data
     if _LONG_RUN not in raw.translate(_DIGITS):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
+    return stdlib_json.loads(data)
+
+
+def json_loads(data: str | bytes) -> Any:
+    """A json/jsonb column's value, read by orjson (several times faster than ``json.loads``;
+    an inbox page reads three jsonb values a row), to the same Python value (``_decoded``).
+    ``StoredValueUnreadable`` where it is nested too deep to read back (a ``RecursionError``
+    failed every list holding the row, with nothing to say which value or why)."""
     try:
-        return stdlib_json.loads(data)
+        return _decoded(data)
     except RecursionError:
-        log.warning("read a JSON value of %d bytes nested too deeply to decode", len(raw))
-        raise StoredValueUnreadable(len(raw)) from None
+        size = len(data.encode() if isinstance(data, str) else data)
+        log.warning("read a JSON value of %d bytes nested too deeply to decode", size)
+        raise StoredValueUnreadable(size) from None
 
 
 #: How many values ``json_loads_or_unreadable`` gave as ``Unreadable``, ever. Only grows: a
@@ -119,16 +110,9 @@ def unreadable_count() -> int:
 def json_loads_or_unreadable(data: str | bytes) -> Any:
     """``json_loads``, but an ``Unreadable`` in place of a value it cannot read: for the
     readers of rows that have their own answer to a value changed behind the engine's back
-    (an approval request's, which counts as tampered), where one row must not fail them all.
-    The same fast path as ``json_loads``, not a call around it: an inbox page reads 1,500."""
-    raw = data.encode() if isinstance(data, str) else data
-    if _LONG_RUN not in raw.translate(_DIGITS):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
+    (an approval request's, which counts as tampered), where one row must not fail them all."""
     try:
-        return stdlib_json.loads(data)
+        return _decoded(data)
     except RecursionError:
         # Not logged: the reader has its own record of it (a request's is ``request.tampered``,
         # once), where a warning would come with every listing that reads the row.

@@ -21,6 +21,7 @@ from approvals.errors import (
     RequestNotPending,
     RunEnded,
     ShownCopyChanged,
+    StoredValueUnreadable,
     ThreadBusy,
 )
 
@@ -70,6 +71,7 @@ _CODES: list[tuple[type[ApprovalsError], str]] = [
     (ThreadBusy, "thread_busy"),
     (RunEnded, "run_ended"),
     (NothingToRetry, "nothing_to_retry"),
+    (StoredValueUnreadable, "stored_value_unreadable"),
     (AccountExists, "exists"),
     (EditedArgumentsInvalid, "invalid_arguments"),
     (EditRefused, "edit_refused"),

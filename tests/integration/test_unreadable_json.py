@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from approvals.errors import ShownCopyChanged
+from approvals.errors import ShownCopyChanged, StoredValueUnreadable
 from approvals.identity import UNREPRESENTABLE, Unreadable
 from approvals.listing import PendingOrder, Scope
 from storage.audit import AuditFilter
-from storage.db import StoredValueUnreadable, json_loads, json_loads_or_unreadable
+from storage.db import json_loads, json_loads_or_unreadable
 from tests.integration.helpers import scalar, start_refund
 from web.engine import Engine
 

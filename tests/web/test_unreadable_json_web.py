@@ -81,6 +81,7 @@ async def test_history_runs_and_log_stay_up_or_fail_with_a_clear_error(
         assert str(other.run_id) in [r["run_id"] for r in runs.json()]
         report = await api.get(f"/api/v1/runs/{other.run_id}")
         assert report.status_code == 500
+        assert report.json()["error"]["code"] == "stored_value_unreadable"
         assert "nested too deeply" in report.json()["error"]["message"]
     async with engine.connection() as conn, conn.transaction():
         await conn.execute("set local session_replication_role = replica")
