@@ -1,0 +1,149 @@
+"""Hostile bodies, ids and callers on ``POST /api/v1/runs/{id}/retry``: none is a 500, none
+writes anything, and the one good retry is followed on the run's event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from graphs.runner import Runner
+from tests.integration.helpers import person_token, scalar
+from tests.web.conftest import Server
+from web.engine import Engine
+
+
+async def until(engine: Engine, query: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not await scalar(engine, query):
+        assert time.monotonic() < deadline, f"still not true after {seconds} s: {query}"
+        await asyncio.sleep(0.05)
+
+
+def client(server: Server, secret: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        base_url=server.url, headers={"authorization": f"Bearer {secret}"}, timeout=60
+    )
+
+
+async def failed_refund(server: Server, engine: Engine) -> tuple[str, str]:
+    """A refund started over the API whose approved call's resume failed in the served app's
+    worker; the run id and the starter's token."""
+    shop = await person_token(engine, "shop", "agents")
+    async with client(server, shop) as api:
+        started = await api.post(
+            "/api/v1/runs", json={"graph": "refund", "input": {"message": "refund 1001"}}
+        )
+    assert started.status_code == 200, started.text
+    run_id, request_id = started.json()["run_id"], started.json()["pending"][0]
+    original = Runner.resume
+
+    async def broken(self: Runner, claimed: object) -> None:
+        raise KeyError("a graph's own bug")
+
+    Runner.resume = broken  # type: ignore[method-assign]
+    try:
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
+        await until(engine, "select status = 'failed' from resume_queue")
+    finally:
+        Runner.resume = original  # type: ignore[method-assign]
+    return run_id, shop
+
+
+async def nothing_written(engine: Engine) -> None:
+    assert await scalar(engine, "select status from resume_queue") == "failed"
+    assert (
+        await scalar(engine, "select count(*) from audit_events where kind = 'resume.retried'") == 0
+    )
+
+
+async def test_hostile_retry_bodies_and_ids_are_refused_with_nothing_written(
+    server: Server, engine: Engine
+) -> None:
+    run_id, _ = await failed_refund(server, engine)
+    ops = await person_token(engine, "olga", "operators")
+    path = f"/api/v1/runs/{run_id}/retry"
+    json_type = {"content-type": "application/json"}
+    bodies: list[tuple[str, dict[str, str], set[int]]] = [
+        ('{"reason": NaN}', json_type, {422}),
+        ('{"reason": Infinity}', json_type, {422}),
+        ('{"reason": 1e999}', json_type, {422}),
+        ('{"reason": "\\ud800"}', json_type, {422}),
+        ('{"reason": "a\\u0000b"}', json_type, {422}),
+        (json.dumps({"reason": "x" * 100_000}), json_type, {413, 422}),
+        ('{"reason": ["fixed"]}', json_type, {422}),
+        ('{"reason": {"$gt": ""}}', json_type, {422}),
+        ('{"reason": 5}', json_type, {422}),
+        ("[]", json_type, {422}),
+        ('"fixed"', json_type, {422}),
+        ("{", json_type, {422}),
+        ('{"reason": "a", "reason": "b", "x": 1}', json_type, {422}),
+        (b"\xff\xfe".decode("latin-1"), json_type, {422}),
+        ('{"reason": "fixed"}', {"content-type": "text/plain"}, {415, 422}),
+        ('{"reason": "fixed"}', {"content-type": "application/x-www-form-urlencoded"}, {415, 422}),
+        ("reason=fixed", {"content-type": "application/x-www-form-urlencoded"}, {415, 422}),
+    ]
+    async with client(server, ops) as api:
+        for body, headers, allowed in bodies:
+            got = await api.post(path, content=body.encode("latin-1", "replace"), headers=headers)
+            assert got.status_code in allowed, (body[:40], headers, got.status_code, got.text)
+            assert got.json()["error"]["code"], got.text
+        for forged in (
+            run_id.upper(),
+            run_id.replace("-", ""),
+            "{" + run_id + "}",
+            run_id + "%00",
+            run_id[:-1] + "%EF%BC%91",  # a fullwidth digit
+            "".join(chr(ord(c) - ord("0") + 0x660) if c.isdigit() else c for c in run_id),
+            "%00",
+            "x" * 5000,
+            run_id + "%2F..",
+        ):
+            got = await api.post(f"/api/v1/runs/{forged}/retry", json={"reason": "fixed"})
+            assert got.status_code == 404, (forged, got.status_code, got.text)
+    await nothing_written(engine)
+
+
+async def test_a_retry_is_followed_on_the_runs_event_stream(server: Server, engine: Engine) -> None:
+    """After an operator's retry, the starter reconnecting with the last event it had follows
+    the retried step to its end (not told 'waiting' and closed)."""
+    run_id, shop = await failed_refund(server, engine)
+    # What the starter's stream had sent (a stream opened now would wait: the decision's
+    # 'resuming' is its last event, and its failed step settles nothing).
+    last = await scalar(engine, "select max(id) from run_events where run_id = %s", run_id)
+    ops = await person_token(engine, "olga", "operators")
+    # The served app's worker (a thread of its own) waits before the retried step, so that the
+    # stream connects first.
+    go = threading.Event()
+    original = Runner.resume
+
+    async def held(self: Runner, claimed: Any) -> Any:
+        await asyncio.to_thread(go.wait, 30)
+        return await original(self, claimed)
+
+    Runner.resume = held  # type: ignore[method-assign]
+    try:
+        async with client(server, ops) as api:
+            retried = await api.post(f"/api/v1/runs/{run_id}/retry", json={"reason": "fixed"})
+        assert retried.status_code == 200, retried.text
+
+        async def follow() -> str:
+            async with client(server, shop) as api:
+                got = await api.get(
+                    f"/api/v1/runs/{run_id}/events", headers={"last-event-id": str(last)}
+                )
+                return got.text
+
+        stream = asyncio.ensure_future(follow())
+        await asyncio.sleep(1.0)
+        go.set()
+        text = await asyncio.wait_for(stream, 30)
+    finally:
+        go.set()
+        Runner.resume = original  # type: ignore[method-assign]
+    assert "event: resuming" in text, text
+    assert '"status":"completed"' in text, text
