@@ -448,3 +448,46 @@ async def test_a_stale_job_retried_after_its_step_went_on_runs_nothing_twice(
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
     assert await side_effects(engine, run.run_id, "refund-1002") == []
     await verified(engine)
+
+
+async def test_an_edited_calls_failed_resume_retried_runs_the_edited_arguments_once(
+    engine: Engine,
+) -> None:
+    started = await start_refund(engine)
+    edited = {"order_id": "1001", "amount": 10.0, "reason": "partial"}
+    await engine.decide_as_operator(started.pending[0], "approve", principal="bob", args=edited)
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 1
+    await engine.retry_run(started.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    assert await run_status(engine, started.run_id) == "completed"
+    effects = await side_effects(engine, started.run_id, "refund-1001")
+    assert [e["args"] for e in effects] == [edited]
+    await verified(engine)
+
+
+@pytest.mark.parametrize("verdict", ["approve", "reject"])
+async def test_a_held_inputs_poisoned_resume_retried_starts_the_graph_only_if_approved(
+    held_engine: Engine, verdict: str
+) -> None:
+    engine = held_engine
+    graph = "tool_node_escalate_input"
+    out = await engine.runner.start(graph, {"message": "refund 1005 25"}, principal="alice")
+    [review] = [r for r in await engine.requests.for_run(out.run_id) if r.status == "pending"]
+    await engine.decide_as_operator(review.id, verdict, principal="bob", reason="r")
+    with poisoned(engine, out.run_id):
+        assert await engine.worker.drain() == 1
+    await engine.retry_run(out.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    state = await engine.registry.get(graph).aget_state(
+        {"configurable": {"thread_id": out.thread_id}}
+    )
+    humans = [m for m in state.values.get("messages") or [] if m.type == "human"]
+    if verdict == "approve":
+        assert len(humans) == 1
+        assert await run_status(engine, out.run_id) == "waiting"  # on its refund
+    else:
+        assert humans == []
+        assert await run_status(engine, out.run_id) == "blocked"
+    assert await side_effects(engine, out.run_id, "refund-1005") == []
+    await verified(engine)
