@@ -37,7 +37,7 @@ from graphs.agent import close_cancelled
 from graphs.governance import SessionHolder
 from graphs.registry import GraphRegistry
 from graphs.resolver import decided_beforehand
-from graphs.run_config import EngineRun
+from graphs.run_config import RUN_ID_KEY, EngineRun
 from graphs.run_input import GraphInput, parse_graph_input, parse_input
 from graphs.run_invocation import GraphInvoker, RunKeys
 from graphs.run_outcome import RunOutcome, blocked_outcome, complete_job, outcome_of, request_of
@@ -203,9 +203,12 @@ class Runner(GraphInvoker):
         if hosted is not None:
             return await self._openai().resume(hosted, claimed, check)
         graph = self._registry.get(job.graph)
-        if job.call_id == HELD_INPUT_CALL:
-            return await self._release_held(claimed, graph, check)
         config: RunnableConfig = {"configurable": {"thread_id": job.thread_id}}
+        if job.call_id == HELD_INPUT_CALL and not await _started_by(graph, config, job.run_id):
+            return await self._release_held(claimed, graph, check)
+        # A held input whose graph already started (its job is run again: retried, or its
+        # worker died before the step settled) goes on like any resume, from where the graph
+        # is: handing it the message again would give the agent the user's turn twice.
         payload: Any = await self._resume_payload(graph, config, job, check.interrupt_id)
         if isinstance(payload, _Finished):
             settled = outcome_of(payload.values, job.run_id, job.thread_id)
@@ -350,6 +353,15 @@ class Runner(GraphInvoker):
         # checkpoint but before it settled the run): nothing to run, but the run is settled
         # from the final state so that it never stays "waiting".
         return _Finished(state.values if isinstance(state.values, dict) else {})
+
+
+async def _started_by(
+    graph: Pregel[Any, Any, Any, Any], config: RunnableConfig, run_id: str
+) -> bool:
+    """Whether the thread's latest checkpoint was written by run ``run_id`` (LangGraph keeps
+    the run's ``configurable`` strings, ours among them, in each checkpoint's metadata)."""
+    metadata = (await graph.aget_state(config)).metadata or {}
+    return metadata.get(RUN_ID_KEY) == run_id
 
 
 @dataclasses.dataclass(frozen=True)

@@ -325,12 +325,6 @@ async def held_engine(database_url: str, tmp_path: Any) -> Any:
         yield opened
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="graphs/runner.py _release_held does not check that the held input was already "
-    "admitted: a job re-run after its graph started (a retry, or a worker that died before "
-    "the step settled) gives the graph the message a second time. Not the retry's files.",
-)
 @pytest.mark.parametrize("graph", HELD)
 async def test_a_held_inputs_resume_that_failed_after_the_graph_started_is_not_started_again(
     held_engine: Engine, graph: str
