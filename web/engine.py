@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from functools import cached_property
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from approvals.authz import ApproverRules
 from approvals.decisions import decide
 from approvals.errors import InvalidRunId, RequestNotFound, RunNotAllowed, RunNotFound, RunPruned
-from approvals.model import DecisionRecord, PendingCall, RequestStatus, Ruling, Vote
+from approvals.model import DecisionRecord, PendingCall, RequestStatus, Ruling, Run, Vote
 from approvals.principals import Principal
 from storage.accounts import PgAccounts
 from storage.audit import AuditFilter, PgAuditLog, Verification
@@ -225,15 +225,14 @@ class Engine(EngineReads, EngineEdits):
         one) and be its starter or an operator (``RunNotAllowed``). A plain name is the
         operator console (``approvals runs cancel --as``). Raises ``RunEnded`` when the run
         is over."""
-        if isinstance(by, Principal):
-            run = await self.visible_run(run_id, by)
-            if run.started_by != by.id and not self.rules.is_operator(by):
-                log.warning("refused to cancel run %s for %s (not an operator)", run.id, by.id)
-                raise RunNotAllowed(run.id, "only the run's starter or an operator may cancel it")
-            return await self.operations.cancel(run.id, principal=by.id, reason=reason)
-        if not valid_run_id(run_id):
-            raise InvalidRunId(run_id)
-        return await self.operations.cancel(run_id, principal=by, reason=reason)
+        run, principal = await self._acted_on(
+            run_id,
+            by,
+            "cancel",
+            may=lambda run, who: run.started_by == who.id or self.rules.is_operator(who),
+            why="only the run's starter or an operator may cancel it",
+        )
+        return await self.operations.cancel(run, principal=principal, reason=reason)
 
     async def retry_run(
         self, run_id: str, *, by: Principal | str, reason: str | None = None
@@ -246,15 +245,37 @@ class Engine(EngineReads, EngineEdits):
         run's starter does not own. A plain name is the operator console (``approvals runs
         retry --as``). Raises ``NothingToRetry`` when the run is not waiting or none of its
         resumes failed."""
+        run, principal = await self._acted_on(
+            run_id,
+            by,
+            "retry",
+            may=lambda run, who: self.rules.is_operator(who),
+            why="only an operator may retry a run's resumes",
+        )
+        return await self.operations.retry(run, principal=principal, reason=reason)
+
+    async def _acted_on(
+        self,
+        run_id: str,
+        by: Principal | str,
+        verb: str,
+        *,
+        may: Callable[[Run, Principal], bool],
+        why: str,
+    ) -> tuple[str, str]:
+        """The run an operator's action names and who acts: a signed-in ``by`` must see the run
+        (``RunNotFound`` otherwise, as for an unknown one) and be one ``may`` lets act
+        (``RunNotAllowed``, saying ``why``); a plain name is the operator console, whose run id
+        is only checked for its form (``InvalidRunId``)."""
         if isinstance(by, Principal):
             run = await self.visible_run(run_id, by)
-            if not self.rules.is_operator(by):
-                log.warning("refused to retry run %s for %s (not an operator)", run.id, by.id)
-                raise RunNotAllowed(run.id, "only an operator may retry a run's resumes")
-            return await self.operations.retry(run.id, principal=by.id, reason=reason)
+            if not may(run, by):
+                log.warning("refused to %s run %s for %s", verb, run.id, by.id)
+                raise RunNotAllowed(run.id, why)
+            return run.id, by.id
         if not valid_run_id(run_id):
             raise InvalidRunId(run_id)
-        return await self.operations.retry(run_id, principal=by, reason=reason)
+        return run_id, by
 
     async def report(self, run_id: str, *, viewer: Principal | None = None) -> dict[str, Any]:
         """A run as reports show it: status, requests, tool executions and interception

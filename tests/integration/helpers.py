@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from web.engine import Engine
@@ -49,3 +51,34 @@ async def person_token(engine: Engine, name: str, *groups: str) -> str:
     name in ``groups``: a person's token, which may decide (a service token never does)."""
     await engine.accounts.add_user(name, "correct horse battery staple", list(groups))
     return await engine.accounts.create_token(name, list(groups), created_by="test", owner=name)
+
+
+async def run_status(engine: Engine, run_id: str) -> str:
+    return str(await scalar(engine, "SELECT status FROM runs WHERE id = %s", run_id))
+
+
+async def until(engine: Engine, query: str, seconds: float = 30) -> None:
+    """Wait until ``query`` (one boolean) is true: what a worker of another thread does."""
+    deadline = time.monotonic() + seconds
+    while not await scalar(engine, query):
+        assert time.monotonic() < deadline, f"still not true after {seconds} s: {query}"
+        await asyncio.sleep(0.05)
+
+
+@contextmanager
+def poisoned(engine: Engine, run_id: str) -> Iterator[None]:
+    """Resumes of ``run_id`` by ``engine``'s worker raise what the engine does not know of (a
+    graph's own bug): their jobs end failed."""
+    runner = engine.runner
+    original = runner.resume
+
+    async def resume(claimed: Any) -> Any:
+        if claimed.job.run_id == run_id:
+            raise KeyError("a graph's own bug")
+        return await original(claimed)
+
+    runner.resume = resume  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        runner.resume = original  # type: ignore[method-assign]

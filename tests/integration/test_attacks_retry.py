@@ -16,26 +16,14 @@ import pytest
 from approvals.errors import NothingToRetry
 from approvals.model import JobStatus
 from storage.queue import PgClaimedJob
-from tests.integration.helpers import scalar, side_effects, start_refund
+from tests.integration.helpers import (
+    poisoned,
+    run_status,
+    scalar,
+    side_effects,
+    start_refund,
+)
 from web.engine import Engine
-
-
-@contextmanager
-def poisoned(engine: Engine, run_id: str) -> Iterator[None]:
-    """Resumes of ``run_id`` raise what the engine does not know of (a graph's own bug)."""
-    runner = engine.runner
-    original = runner.resume
-
-    async def resume(claimed: Any) -> Any:
-        if claimed.job.run_id == run_id:
-            raise KeyError("a graph's own bug")
-        return await original(claimed)
-
-    runner.resume = resume  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        runner.resume = original  # type: ignore[method-assign]
 
 
 async def jobs(engine: Engine, run_id: str) -> list[dict[str, Any]]:
@@ -56,10 +44,6 @@ async def events(engine: Engine, run_id: str, kind: str) -> list[dict[str, Any]]
             (kind, run_id),
         )
         return list(await cur.fetchall())
-
-
-async def run_status(engine: Engine, run_id: str) -> str:
-    return str(await scalar(engine, "SELECT status FROM runs WHERE id = %s", run_id))
 
 
 async def verified(engine: Engine) -> None:

@@ -4,8 +4,6 @@ them fail is gone: the decided call resumes, and the ledger still runs it at mos
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -13,27 +11,15 @@ import pytest
 from approvals.errors import InvalidRunId, InvalidValue, NothingToRetry, RunNotFound
 from approvals.model import JobStatus
 from storage.queue import PgClaimedJob
-from tests.integration.helpers import scalar, side_effects, start_refund
+from tests.integration.helpers import (
+    poisoned,
+    run_status,
+    scalar,
+    side_effects,
+    start_refund,
+)
 from tests.integration.inprocess import invoke
 from web.engine import Engine
-
-
-@contextmanager
-def poisoned(engine: Engine, run_id: str) -> Iterator[None]:
-    """Resumes of ``run_id`` raise what the engine does not know of (a graph's own bug)."""
-    runner = engine.runner
-    original = runner.resume
-
-    async def resume(claimed: Any) -> Any:
-        if claimed.job.run_id == run_id:
-            raise KeyError("a graph's own bug")
-        return await original(claimed)
-
-    runner.resume = resume  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        runner.resume = original  # type: ignore[method-assign]
 
 
 async def failed_run(engine: Engine, message: str = "refund 1001") -> Any:
@@ -49,10 +35,6 @@ async def failed_run(engine: Engine, message: str = "refund 1001") -> Any:
 
 async def job_status(engine: Engine, run_id: str) -> str:
     return str(await scalar(engine, "SELECT status FROM resume_queue WHERE run_id = %s", run_id))
-
-
-async def run_status(engine: Engine, run_id: str) -> str:
-    return str(await scalar(engine, "SELECT status FROM runs WHERE id = %s", run_id))
 
 
 async def retried_events(engine: Engine, run_id: str) -> list[dict[str, Any]]:

@@ -14,6 +14,8 @@ import httpx
 import pytest
 import uvicorn
 
+from graphs.runner import Runner
+from tests.integration.helpers import person_token, run_status, until
 from web.app import create_app
 from web.engine import Engine
 from web.serving import bind, server_config
@@ -108,3 +110,31 @@ def sign_in(server: Server) -> Iterator[SignIn]:
     yield make
     for client in clients:
         client.close()
+
+
+async def failed_refund(server: Server, engine: Engine, shop: str | None = None) -> tuple[str, str]:
+    """A refund started over the API with token ``shop`` (a person's token, made here when not
+    given), whose approved call's resume then failed in the served app's worker (a thread of
+    this process): the run waits beside a failed job. The run id and the starter's token."""
+    shop = shop or await person_token(engine, "shop", "agents")
+    async with httpx.AsyncClient(
+        base_url=server.url, headers={"authorization": f"Bearer {shop}"}, timeout=60
+    ) as api:
+        started = await api.post(
+            "/api/v1/runs", json={"graph": "refund", "input": {"message": "refund 1001"}}
+        )
+    assert started.status_code == 200, started.text
+    run_id, request_id = started.json()["run_id"], started.json()["pending"][0]
+    original = Runner.resume
+
+    async def broken(self: Runner, claimed: object) -> None:
+        raise KeyError("a graph's own bug")
+
+    Runner.resume = broken  # type: ignore[method-assign]
+    try:
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
+        await until(engine, "select status = 'failed' from resume_queue")
+    finally:
+        Runner.resume = original  # type: ignore[method-assign]
+    assert await run_status(engine, run_id) == "waiting"
+    return run_id, shop

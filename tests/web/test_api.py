@@ -8,23 +8,14 @@ import time
 import httpx
 import pytest
 
-from graphs.runner import Runner
-from tests.integration.helpers import person_token, scalar
-from tests.web.conftest import Server
+from tests.integration.helpers import person_token, scalar, until
+from tests.web.conftest import Server, failed_refund
 from web.engine import Engine
 
 
 async def token(engine: Engine, name: str, *groups: str) -> str:
     """A person's token: it belongs to a local account of the same name."""
     return await person_token(engine, name, *groups)
-
-
-async def until(engine: Engine, query: str, seconds: float = 30) -> None:
-    """Wait until ``query`` (one boolean) is true: what the served app's worker does."""
-    deadline = time.monotonic() + seconds
-    while not await scalar(engine, query):
-        assert time.monotonic() < deadline, f"still not true after {seconds} s: {query}"
-        await asyncio.sleep(0.05)
 
 
 def client(server: Server, secret: str | None) -> httpx.AsyncClient:
@@ -313,21 +304,7 @@ async def test_only_an_operator_retries_a_failed_resume_over_the_api(
     server: Server, engine: Engine
 ) -> None:
     starter = await token(engine, "shop", "agents")  # starts it; retries are an operator's
-    run_id, request_id = await started_refund(server, engine, starter)
-    # The served app's worker (a thread of this process) fails the resume: a graph's bug.
-    original = Runner.resume
-
-    async def broken(self: Runner, claimed: object) -> None:
-        raise KeyError("a graph's own bug")
-
-    Runner.resume = broken  # type: ignore[method-assign]
-    try:
-        await engine.decide_as_operator(request_id, "approve", principal="bob")
-        await until(engine, "select status = 'failed' from resume_queue")
-    finally:
-        Runner.resume = original  # type: ignore[method-assign]
-    assert await scalar(engine, "select status from runs") == "waiting"
-
+    run_id, _ = await failed_refund(server, engine, starter)
     support = await token(engine, "lead", "support")  # sees the request, may not retry
     finance = await token(engine, "fin", "finance")  # sees nothing of this run
     ops = await token(engine, "olga", "operators")

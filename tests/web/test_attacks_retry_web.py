@@ -6,52 +6,20 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from typing import Any
 
 import httpx
 
 from graphs.runner import Runner
 from tests.integration.helpers import person_token, scalar
-from tests.web.conftest import Server
+from tests.web.conftest import Server, failed_refund
 from web.engine import Engine
-
-
-async def until(engine: Engine, query: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not await scalar(engine, query):
-        assert time.monotonic() < deadline, f"still not true after {seconds} s: {query}"
-        await asyncio.sleep(0.05)
 
 
 def client(server: Server, secret: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         base_url=server.url, headers={"authorization": f"Bearer {secret}"}, timeout=60
     )
-
-
-async def failed_refund(server: Server, engine: Engine) -> tuple[str, str]:
-    """A refund started over the API whose approved call's resume failed in the served app's
-    worker; the run id and the starter's token."""
-    shop = await person_token(engine, "shop", "agents")
-    async with client(server, shop) as api:
-        started = await api.post(
-            "/api/v1/runs", json={"graph": "refund", "input": {"message": "refund 1001"}}
-        )
-    assert started.status_code == 200, started.text
-    run_id, request_id = started.json()["run_id"], started.json()["pending"][0]
-    original = Runner.resume
-
-    async def broken(self: Runner, claimed: object) -> None:
-        raise KeyError("a graph's own bug")
-
-    Runner.resume = broken  # type: ignore[method-assign]
-    try:
-        await engine.decide_as_operator(request_id, "approve", principal="bob")
-        await until(engine, "select status = 'failed' from resume_queue")
-    finally:
-        Runner.resume = original  # type: ignore[method-assign]
-    return run_id, shop
 
 
 async def nothing_written(engine: Engine) -> None:
