@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from approvals.model import JobStatus
+from storage.queue import PgClaimedJob
 from web.engine import Engine
 
 
@@ -82,3 +84,23 @@ def poisoned(engine: Engine, run_id: str) -> Iterator[None]:
         yield
     finally:
         runner.resume = original  # type: ignore[method-assign]
+
+
+async def drain_failing_after_the_step(engine: Engine) -> None:
+    """Drain ``engine``'s worker, one job, whose step runs (its tool included) but whose
+    closing raises once, as a crash there would: the job ends failed after the call ran."""
+    original = PgClaimedJob.complete
+    raised: list[JobStatus] = []
+
+    async def complete(self: PgClaimedJob, status: JobStatus, *args: Any, **kw: Any) -> None:
+        if status is JobStatus.DONE and not raised:
+            raised.append(status)
+            raise KeyError("lost while closing the job")
+        await original(self, status, *args, **kw)
+
+    PgClaimedJob.complete = complete  # type: ignore[method-assign]
+    try:
+        assert await engine.worker.drain() == 1
+    finally:
+        PgClaimedJob.complete = original  # type: ignore[method-assign]
+    assert raised, "the job was not closed as done"

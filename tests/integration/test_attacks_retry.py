@@ -17,6 +17,7 @@ from approvals.errors import NothingToRetry
 from approvals.model import JobStatus
 from storage.queue import PgClaimedJob
 from tests.integration.helpers import (
+    drain_failing_after_the_step,
     poisoned,
     run_status,
     scalar,
@@ -254,21 +255,7 @@ async def test_an_openai_runs_failed_resume_after_its_tool_ran_is_not_run_again(
     run = await engine.runner.start("refund_openai", {"message": "refund 1001"}, principal="al")
     assert run.status == "waiting"
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
-    original = PgClaimedJob.complete
-    raised: list[JobStatus] = []
-
-    async def complete(self: PgClaimedJob, status: JobStatus, *args: Any, **kw: Any) -> None:
-        if status is JobStatus.DONE and not raised:
-            raised.append(status)
-            raise KeyError("lost while closing the job")
-        await original(self, status, *args, **kw)
-
-    PgClaimedJob.complete = complete  # type: ignore[method-assign]
-    try:
-        assert await engine.worker.drain() == 1
-    finally:
-        PgClaimedJob.complete = original  # type: ignore[method-assign]
-    assert raised
+    await drain_failing_after_the_step(engine)
     [job] = await jobs(engine, run.run_id)
     assert job["status"] == JobStatus.FAILED
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
@@ -319,21 +306,7 @@ async def test_a_held_inputs_resume_that_failed_after_the_graph_started_is_not_s
     out = await engine.runner.start(graph, {"message": "refund 1005 25"}, principal="alice")
     [review] = [r for r in await engine.requests.for_run(out.run_id) if r.status == "pending"]
     await engine.decide_as_operator(review.id, "approve", principal="bob")
-    original = PgClaimedJob.complete
-    raised: list[JobStatus] = []
-
-    async def complete(self: PgClaimedJob, status: JobStatus, *args: Any, **kw: Any) -> None:
-        if status is JobStatus.DONE and not raised:
-            raised.append(status)
-            raise KeyError("lost while closing the job")
-        await original(self, status, *args, **kw)
-
-    PgClaimedJob.complete = complete  # type: ignore[method-assign]
-    try:
-        assert await engine.worker.drain() == 1
-    finally:
-        PgClaimedJob.complete = original  # type: ignore[method-assign]
-    assert raised
+    await drain_failing_after_the_step(engine)
     state = await engine.registry.get(graph).aget_state(
         {"configurable": {"thread_id": out.thread_id}}
     )

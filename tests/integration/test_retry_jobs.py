@@ -10,8 +10,8 @@ import pytest
 
 from approvals.errors import InvalidRunId, InvalidValue, NothingToRetry, RunNotFound
 from approvals.model import JobStatus
-from storage.queue import PgClaimedJob
 from tests.integration.helpers import (
+    drain_failing_after_the_step,
     poisoned,
     run_status,
     scalar,
@@ -152,21 +152,7 @@ async def test_a_retry_after_the_tool_ran_does_not_run_it_again(engine: Engine) 
     resume finds the call in the ledger and never makes the refund a second time."""
     started = await start_refund(engine)
     await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
-    original = PgClaimedJob.complete
-    raised: list[JobStatus] = []
-
-    async def complete(self: PgClaimedJob, status: JobStatus, *args: Any, **kw: Any) -> None:
-        if status is JobStatus.DONE and not raised:
-            raised.append(status)
-            raise KeyError("lost while closing the job")
-        await original(self, status, *args, **kw)
-
-    PgClaimedJob.complete = complete  # type: ignore[method-assign]
-    try:
-        assert await engine.worker.drain() == 1
-    finally:
-        PgClaimedJob.complete = original  # type: ignore[method-assign]
-    assert raised
+    await drain_failing_after_the_step(engine)
     assert await job_status(engine, started.run_id) == JobStatus.FAILED
     assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
 
