@@ -47,6 +47,8 @@ class PgClaimedJob:
             params["run_status"] = params["status"]
         params.update(id=self._job.id, status=JobStatus(status).value, error=error)
         row = await self._db.one("finish_job", params, self._conn)
+        if status == JobStatus.FAILED and settlement is None:
+            await self._db.one("record_resume_failed", {"run_id": self._job.run_id}, self._conn)
         if settlement is not None:
             self.outcome = settlement_outcome(row["outcome"] if row else None, settlement)
         elif row is not None:

@@ -5,9 +5,10 @@ worker's), so the stream reads ``run_events`` and waits on PostgreSQL's NOTIFY b
 events are sent in the order they were recorded, each with its id, so a client reconnecting
 with ``Last-Event-ID`` gets only what it missed. Without one, the stream starts from the run's
 first event (its history is one event per node update, and small). It closes once the run's
-latest event says it waits for a human or ended; a run that already did gets its status and
-the stream closes at once. Each web process LISTENs on one connection of its own
-(``storage.run_events.RunEventHub``), whatever the number of streams.
+latest event says it waits for a human or ended, or that a resume failed and left it waiting; a
+run that already waits or ended gets its status and the stream closes at once. Each web process
+LISTENs on one connection of its own (``storage.run_events.RunEventHub``), whatever the number of
+streams.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def _final(row: dict[str, Any]) -> bool:
 
 
 def _stops(row: dict[str, Any]) -> bool:
+    # A failed resume left the run waiting (resume_failed): no step follows until someone acts.
+    if row["kind"] == "resume_failed":
+        return True
     return row["kind"] == "status" and (row.get("data") or {}).get("status") in STOPS
 
 

@@ -419,6 +419,19 @@ WITH job AS (
 )
 SELECT outcome FROM settled;
 
+-- name: record_resume_failed
+-- A claimed job's resume failed and left its run as it was (no settlement): when the run still
+-- waits, a 'resume_failed' run event says so, and a stream that followed the resume (after its
+-- 'resuming' event) closes instead of waiting for a step that will not come. In the claim's
+-- transaction, with the job's close.
+WITH failed AS (
+    INSERT INTO run_events (run_id, kind, data)
+    SELECT id, 'resume_failed', jsonb_build_object('status', status)
+      FROM runs WHERE id = %(run_id)s AND status = 'waiting'
+    RETURNING run_id
+)
+SELECT count(pg_notify('approvals_run_events', run_id::text)) AS recorded FROM failed;
+
 -- name: queued_jobs
 -- How many resume jobs wait for a worker.
 SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';

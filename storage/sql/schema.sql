@@ -840,7 +840,7 @@ CREATE TABLE public.run_events (
     node text,
     data jsonb DEFAULT '{}'::jsonb NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT run_events_kind_check CHECK ((kind = ANY (ARRAY['status'::text, 'resuming'::text, 'update'::text])))
+    CONSTRAINT run_events_kind_check CHECK ((kind = ANY (ARRAY['status'::text, 'resuming'::text, 'update'::text, 'resume_failed'::text])))
 );
 
 CREATE SEQUENCE public.run_events_id_seq

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from approvals.model import JobStatus
-from tests.integration.helpers import scalar, side_effects, start_refund
+from tests.integration.helpers import poisoned, scalar, side_effects, start_refund
 from web.engine import Engine
 
 
@@ -44,3 +44,24 @@ async def test_a_job_whose_resume_raises_unexpectedly_fails_and_the_next_is_resu
     assert len(await side_effects(engine, healthy.run_id, "refund-1002")) == 1
     # Nothing is left for a worker to trip over again.
     assert await engine.worker.drain() == 0
+
+
+async def test_a_failed_resume_is_a_run_event_and_a_retry_follows_it(engine: Engine) -> None:
+    """A resume that fails without settling its run records 'resume_failed' (the run still
+    waits), after the decision's 'resuming'; a retry's resume is 'resuming' again, and the run's
+    end its status. A resume that fails its run (a settlement) records only that status."""
+    started = await start_refund(engine, "refund 1001")
+    await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 1
+    events = await engine.run_events.after(started.run_id, 0, 100)
+    assert [e["kind"] for e in events[-2:]] == ["resuming", "resume_failed"]
+    assert events[-1]["data"] == {"status": "waiting"}
+
+    await engine.retry_run(started.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    events = await engine.run_events.after(started.run_id, events[-1]["id"], 100)
+    assert events[0]["kind"] == "resuming"
+    assert events[-1]["kind"] == "status"
+    assert events[-1]["data"]["status"] == "completed"
+    assert "resume_failed" not in [e["kind"] for e in events]

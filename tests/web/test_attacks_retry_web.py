@@ -115,3 +115,28 @@ async def test_a_retry_is_followed_on_the_runs_event_stream(server: Server, engi
         Runner.resume = original  # type: ignore[method-assign]
     assert "event: resuming" in text, text
     assert '"status":"completed"' in text, text
+
+
+async def test_a_stream_following_a_resume_that_fails_closes(
+    server: Server, engine: Engine
+) -> None:
+    """The starter follows the decision's resume (from its 'resuming' event); the resume fails
+    and leaves the run waiting: the stream says so and closes, rather than keeping alive for
+    a step that will not come."""
+    run_id, shop = await failed_refund(server, engine)
+    resuming = await scalar(
+        engine,
+        "select max(id) from run_events where run_id = %s and kind = 'resuming'",
+        run_id,
+    )
+    async with client(server, shop) as api:
+        got = await asyncio.wait_for(
+            api.get(f"/api/v1/runs/{run_id}/events", headers={"last-event-id": str(resuming - 1)}),
+            20,
+        )
+    assert got.status_code == 200, got.text
+    kinds = [
+        line.removeprefix("event: ") for line in got.text.splitlines() if line.startswith("event:")
+    ]
+    assert kinds == ["resuming", "resume_failed"], got.text
+    assert '"status":"waiting"' in got.text
