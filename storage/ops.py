@@ -96,6 +96,8 @@ class MetricsSnapshot:
     jobs: dict[str, int]
     executions: dict[str, int]
     oldest_pending_seconds: float
+    #: Failed resume jobs whose run still waits: an operator's to retry (or to cancel the run).
+    stranded_jobs: int
     decision_latency: Histogram
     resume_latency: Histogram
 
@@ -270,6 +272,7 @@ class PgOperations:
             jobs=_by_label(list(JobStatus), counts.get("jobs", {})),
             executions=_by_label(list(ExecutionStatus), counts.get("executions", {})),
             oldest_pending_seconds=oldest,
+            stranded_jobs=int(sum(counts.get("stranded_jobs", {}).values())),
             decision_latency=Histogram.from_buckets(
                 DECISION_BOUNDS, [r for r in latencies if r["metric"] == "decision"]
             ),

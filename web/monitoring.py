@@ -145,10 +145,11 @@ def render(snapshot: MetricsSnapshot) -> str:
     out.family(
         "approvals_failures",
         "gauge",
-        "What needs an operator: failed runs, failed resume jobs, tool calls of unknown outcome.",
+        "What needs an operator: failed runs, failed resume jobs of runs that still wait, tool"
+        " calls of unknown outcome.",
         [
             ({"kind": "run_failed"}, snapshot.runs.get("failed", 0)),
-            ({"kind": "job_failed"}, snapshot.jobs.get("failed", 0)),
+            ({"kind": "job_failed"}, snapshot.stranded_jobs),
             ({"kind": "outcome_unknown"}, snapshot.executions.get("outcome_unknown", 0)),
         ],
     )

@@ -918,6 +918,12 @@ SELECT 'decisions', kind, count(*) FROM decisions GROUP BY kind
 UNION ALL
 SELECT 'jobs', status, count(*) FROM resume_queue GROUP BY status
 UNION ALL
+-- Failed jobs an operator can still act on (retry them, or cancel the run): their run waits.
+-- One beside a run that ended (cancelled, or completed by a sibling's resume) needs nobody.
+SELECT 'stranded_jobs', NULL, count(*)
+  FROM resume_queue q JOIN runs r ON r.id = q.run_id
+ WHERE q.status = 'failed' AND r.status = 'waiting'
+UNION ALL
 SELECT 'executions', status, count(*) FROM tool_executions GROUP BY status
 UNION ALL
 SELECT 'oldest_pending', NULL, extract(epoch FROM now() - min(created_at))

@@ -208,3 +208,19 @@ async def test_retrying_from_the_cli(engine: Engine, cli_env: dict[str, str]) ->
     assert as_json.json() == {"run_id": other.run_id, "status": "waiting", "jobs_requeued": 1}
     [event] = await retried_events(engine, other.run_id)
     assert event["principal"].startswith("cli:")
+
+
+async def test_a_failed_job_needs_an_operator_only_while_its_run_waits(engine: Engine) -> None:
+    """``approvals_failures{kind="job_failed"}`` counts the failed jobs an operator can act on:
+    once the run is cancelled (or a retry succeeds) it drops, while the job's own status stays."""
+    cancelled = await failed_run(engine)
+    retried = await failed_run(engine, "refund 1002")
+    snapshot = await engine.operations.metrics()
+    assert (snapshot.stranded_jobs, snapshot.jobs["failed"]) == (2, 2)
+
+    await engine.cancel_run(cancelled.run_id, by="olga", reason="cannot go on")
+    await engine.retry_run(retried.run_id, by="olga")
+    assert await engine.worker.drain() == 1
+    snapshot = await engine.operations.metrics()
+    assert (snapshot.stranded_jobs, snapshot.jobs["failed"]) == (0, 1)
+    assert await job_status(engine, cancelled.run_id) == JobStatus.FAILED
