@@ -86,9 +86,10 @@ def poisoned(engine: Engine, run_id: str) -> Iterator[None]:
         runner.resume = original  # type: ignore[method-assign]
 
 
-async def drain_failing_after_the_step(engine: Engine) -> None:
-    """Drain ``engine``'s worker, one job, whose step runs (its tool included) but whose
-    closing raises once, as a crash there would: the job ends failed after the call ran."""
+@contextmanager
+def closing_fails_once() -> Iterator[list[JobStatus]]:
+    """The first job closed as done raises instead, after its step ran (its tool included), as
+    a crash there would: the job ends failed. Yields the statuses it refused (one, or none)."""
     original = PgClaimedJob.complete
     raised: list[JobStatus] = []
 
@@ -100,7 +101,13 @@ async def drain_failing_after_the_step(engine: Engine) -> None:
 
     PgClaimedJob.complete = complete  # type: ignore[method-assign]
     try:
-        assert await engine.worker.drain() == 1
+        yield raised
     finally:
         PgClaimedJob.complete = original  # type: ignore[method-assign]
+
+
+async def drain_failing_after_the_step(engine: Engine) -> None:
+    """Drain ``engine``'s worker, one job, whose closing fails once (``closing_fails_once``)."""
+    with closing_fails_once() as raised:
+        assert await engine.worker.drain() == 1
     assert raised, "the job was not closed as done"

@@ -7,16 +7,14 @@ audit chain verifies, and the queue's state says what happened."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from approvals.errors import NothingToRetry
 from approvals.model import JobStatus
-from storage.queue import PgClaimedJob
 from tests.integration.helpers import (
+    closing_fails_once,
     drain_failing_after_the_step,
     poisoned,
     run_status,
@@ -347,25 +345,6 @@ async def test_a_retry_racing_the_expiry_of_a_sibling_runs_only_the_approved_cal
         assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
         assert await side_effects(engine, started.run_id, "refund-1002") == []
     await verified(engine)
-
-
-@contextmanager
-def closing_fails_once() -> Iterator[list[JobStatus]]:
-    """The first job closed as done raises instead (after its step ran): the job fails."""
-    original = PgClaimedJob.complete
-    raised: list[JobStatus] = []
-
-    async def complete(self: PgClaimedJob, status: JobStatus, *args: Any, **kw: Any) -> None:
-        if status is JobStatus.DONE and not raised:
-            raised.append(status)
-            raise KeyError("lost while closing the job")
-        await original(self, status, *args, **kw)
-
-    PgClaimedJob.complete = complete  # type: ignore[method-assign]
-    try:
-        yield raised
-    finally:
-        PgClaimedJob.complete = original  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("graph", ["refund", "refund_openai"])
