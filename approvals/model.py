@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from approvals.identity import UNREPRESENTABLE, checked_shown_digest
+from approvals.identity import UNREPRESENTABLE, Unreadable, checked_shown_digest
 
 
 class RequestStatus(enum.StrEnum):
@@ -200,13 +200,21 @@ class PendingCall:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> PendingCall:
+        shown = row["shown"]
+        if isinstance(row["args_schema"], Unreadable) or isinstance(
+            row.get("escalation_chain"), Unreadable
+        ):
+            # A jsonb column read back as ``Unreadable`` (rewritten behind the engine's back):
+            # the request counts as tampered whichever column it is, so it is never edited
+            # against an empty schema nor shown as if it had no escalation chain.
+            shown = Unreadable()
         return cls(
             id=str(row["id"]),
             run_id=str(row["run_id"]),
             thread_id=row["thread_id"],
             call_id=row["call_id"],
             tool=row["tool"],
-            shown=row["shown"],
+            shown=shown,
             args_schema=row["args_schema"],
             identity=row["identity"],
             reason=row["reason"],

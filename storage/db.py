@@ -96,17 +96,6 @@ def json_loads(data: str | bytes) -> Any:
         raise StoredValueUnreadable(size) from None
 
 
-#: How many values ``json_loads_or_unreadable`` gave as ``Unreadable``, ever. Only grows: a
-#: reader that finds it unchanged after its rows were read knows none of them holds one,
-#: without looking at every row (another reader's values between can only make it look).
-_unreadable_count = 0
-
-
-def unreadable_count() -> int:
-    """How many stored JSON values were read as ``Unreadable`` so far (this process)."""
-    return _unreadable_count
-
-
 def json_loads_or_unreadable(data: str | bytes) -> Any:
     """``json_loads``, but an ``Unreadable`` in place of a value it cannot read: for the
     readers of rows that have their own answer to a value changed behind the engine's back
@@ -116,8 +105,6 @@ def json_loads_or_unreadable(data: str | bytes) -> Any:
     except RecursionError:
         # Not logged: the reader has its own record of it (a request's is ``request.tampered``,
         # once), where a warning would come with every listing that reads the row.
-        global _unreadable_count  # a counter only this function moves
-        _unreadable_count += 1
         return Unreadable()
 
 

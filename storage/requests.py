@@ -15,7 +15,7 @@ from approvals.errors import (
     RequestNotFound,
     RequestNotPending,
 )
-from approvals.identity import Unreadable, shown_digest
+from approvals.identity import shown_digest
 from approvals.listing import EVERY_REQUEST, PendingOrder, RequestFilter, Scope, Viewer
 from approvals.model import DecisionKind, DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.ports import NewRequest, RequestCheck
@@ -27,7 +27,6 @@ from storage.db import (
     read_unreadable_json_as_marker,
     sql,
     translated_errors,
-    unreadable_count,
 )
 
 _STATUS_OF_KIND = {
@@ -48,7 +47,6 @@ async def custom_planned(
     params: dict[str, Any],
     *,
     uuids_as_text: bool = False,
-    request_rows: bool = False,
 ) -> list[Row]:
     """The rows of the named list query, planned for these parameters.
 
@@ -63,10 +61,8 @@ async def custom_planned(
 
     A jsonb value that cannot be decoded comes as ``Unreadable`` (only a rewrite behind the
     engine's back makes one): one such row must not fail the whole list. The runs list shows
-    none of a run's input, say, and the run's own page fails with ``StoredValueUnreadable``.
-    ``request_rows``: the rows are approval requests, and one holding such a value counts as
-    tampered (``tampered_if_unreadable``)."""
-    seen = unreadable_count()
+    none of a run's input, say, and the run's own page fails with ``StoredValueUnreadable``;
+    an approval request holding one counts as tampered (``PendingCall.from_row``)."""
     with translated_errors():
         async with db.pool.connection() as conn:
             cursor = conn.cursor()
@@ -74,28 +70,7 @@ async def custom_planned(
             if uuids_as_text:
                 cursor.adapters.register_loader("uuid", TextLoader)
             await cursor.execute(sql(name), params, prepare=False)
-            rows = await cursor.fetchall()
-    # An inbox page is not looked into row by row for that: only when one was read.
-    if request_rows and unreadable_count() != seen:
-        rows = [tampered_if_unreadable(row) for row in rows]
-    return rows
-
-
-#: An approval request's jsonb columns besides its shown copy.
-_OTHER_JSON = ("args_schema", "escalation_chain")
-
-
-def tampered_if_unreadable(row: Row) -> Row:
-    """An approval request's row read with ``unreadable_json``, its shown copy made
-    ``Unreadable`` where another jsonb column is one, so that the request counts as tampered
-    whichever column could not be read (``PendingCall.shown_intact`` is false for an
-    ``Unreadable`` copy): left out of the inbox, refused on its page and for decisions,
-    recorded once, rather than a ``RecursionError`` failing every list holding it. A request
-    whose schema cannot be read must not be edited against an empty one, nor one whose
-    escalation chain cannot be read be shown as if it had none."""
-    if any(isinstance(row.get(column), Unreadable) for column in _OTHER_JSON):
-        row["shown"] = Unreadable()
-    return row
+            return await cursor.fetchall()
 
 
 def list_params(
@@ -175,7 +150,7 @@ class PgApprovalRequests:
 
     async def get(self, request_id: str) -> PendingCall | None:
         row = await self._db.one("get_request", {"id": request_id}, unreadable_json=True)
-        return PendingCall.from_row(tampered_if_unreadable(row)) if row else None
+        return PendingCall.from_row(row) if row else None
 
     async def search(
         self, status: RequestStatus | None = None, limit: int = 200
@@ -185,7 +160,7 @@ class PgApprovalRequests:
             {"status": status.value if status else None, "limit": limit},
             unreadable_json=True,
         )
-        return [PendingCall.from_row(tampered_if_unreadable(r)) for r in rows]
+        return [PendingCall.from_row(r) for r in rows]
 
     async def decision_of(self, request_id: str) -> tuple[str, DecisionRecord | None]:
         """The decision made on a request, if any."""
@@ -208,13 +183,9 @@ class PgApprovalRequests:
         ``after`` (the last row's sort key and id)."""
         params = list_params(viewer, filters, asof, after, limit) | {"decidable": _DECIDABLE[scope]}
         if order is PendingOrder.DEADLINE:
-            rows = await custom_planned(
-                self._db, "pending_by_deadline", params, uuids_as_text=True, request_rows=True
-            )
+            rows = await custom_planned(self._db, "pending_by_deadline", params, uuids_as_text=True)
         else:
-            rows = await custom_planned(
-                self._db, "pending_newest", params, uuids_as_text=True, request_rows=True
-            )
+            rows = await custom_planned(self._db, "pending_newest", params, uuids_as_text=True)
         return [PendingCall.from_row(r) for r in rows]
 
     async def decided_page(
@@ -233,7 +204,6 @@ class PgApprovalRequests:
             self._db,
             "decided_page",
             list_params(viewer, filters, asof, after, limit),
-            request_rows=True,
         )
         return [
             (
@@ -276,7 +246,7 @@ class PgApprovalRequests:
 
     async def for_run(self, run_id: str) -> list[PendingCall]:
         rows = await self._db.all("run_requests", {"run_id": run_id}, unreadable_json=True)
-        return [PendingCall.from_row(tampered_if_unreadable(r)) for r in rows]
+        return [PendingCall.from_row(r) for r in rows]
 
 
 class PgDecisions:
@@ -327,7 +297,7 @@ class PgDecisions:
                 )
                 if locked is None:
                     raise RequestNotFound(request_id)
-                check(PendingCall.from_row(tampered_if_unreadable(locked)))
+                check(PendingCall.from_row(locked))
                 row = await self._db.one("decide", params, conn)
                 if row is not None:
                     return DecisionRecord.from_row(row)
