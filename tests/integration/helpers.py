@@ -111,3 +111,14 @@ async def drain_failing_after_the_step(engine: Engine) -> None:
     with closing_fails_once() as raised:
         assert await engine.worker.drain() == 1
     assert raised, "the job was not closed as done"
+
+
+async def events_of(engine: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:
+    """The run's audit events of one kind, oldest first."""
+    return [e for e in await engine.audit.for_run(run_id) if e["kind"] == kind]
+
+
+async def verified(engine: Engine) -> None:
+    """The decision log's chain verifies."""
+    result = await engine.audit.verify()
+    assert result.ok, result

@@ -16,11 +16,13 @@ from approvals.model import JobStatus
 from tests.integration.helpers import (
     closing_fails_once,
     drain_failing_after_the_step,
+    events_of,
     poisoned,
     run_status,
     scalar,
     side_effects,
     start_refund,
+    verified,
 )
 from web.engine import Engine
 
@@ -33,21 +35,6 @@ async def jobs(engine: Engine, run_id: str) -> list[dict[str, Any]]:
             (run_id,),
         )
         return list(await cur.fetchall())
-
-
-async def events(engine: Engine, run_id: str, kind: str) -> list[dict[str, Any]]:
-    async with engine.connection() as conn:
-        cur = await conn.execute(
-            "SELECT principal, call_id, data FROM audit_events WHERE kind = %s AND run_id = %s"
-            " ORDER BY id",
-            (kind, run_id),
-        )
-        return list(await cur.fetchall())
-
-
-async def verified(engine: Engine) -> None:
-    result = await engine.audit.verify()
-    assert result.ok, result
 
 
 async def failed_count(engine: Engine) -> int:
@@ -77,7 +64,9 @@ async def test_two_failed_calls_of_one_step_each_run_once_after_a_retry(engine: 
 
     retried = await engine.retry_run(started.run_id, by="olga", reason="fixed")
     assert retried.jobs == 2
-    assert sorted(e["call_id"] for e in await events(engine, started.run_id, "resume.retried")) == [
+    assert sorted(
+        e["call_id"] for e in await events_of(engine, started.run_id, "resume.retried")
+    ) == [
         "refund-1001",
         "refund-1002",
     ]
@@ -121,8 +110,8 @@ async def test_a_job_failing_again_is_retried_again_and_its_attempts_grow(engine
     assert await engine.worker.drain() == 1
     [job] = await jobs(engine, started.run_id)
     assert (job["status"], job["attempts"]) == ("done", 3)
-    assert len(await events(engine, started.run_id, "resume.failed")) == 2
-    assert len(await events(engine, started.run_id, "resume.retried")) == 2
+    assert len(await events_of(engine, started.run_id, "resume.failed")) == 2
+    assert len(await events_of(engine, started.run_id, "resume.retried")) == 2
     assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
     await verified(engine)
 
@@ -205,13 +194,20 @@ async def test_a_retry_racing_a_cancel_never_resumes_a_cancelled_run(engine: Eng
     await verified(engine)
 
 
+async def first_of_two_failed(engine: Engine, message: str) -> tuple[Any, dict[str, str]]:
+    """A run waiting on two refunds, the first approved and its resume failed (the second still
+    pending): the run and its request ids by call."""
+    started = await start_refund(engine, message)
+    calls = await requests_by_call(engine, started)
+    await engine.decide_as_operator(calls["refund-1001"], "approve", principal="bob")
+    with poisoned(engine, started.run_id):
+        assert await engine.worker.drain() == 1
+    return started, calls
+
+
 async def test_a_retry_racing_a_siblings_decision_runs_each_call_once(engine: Engine) -> None:
     for n in range(4):
-        started = await start_refund(engine, f"refund 1001 1002 #{n}")
-        calls = await requests_by_call(engine, started)
-        await engine.decide_as_operator(calls["refund-1001"], "approve", principal="bob")
-        with poisoned(engine, started.run_id):
-            assert await engine.worker.drain() == 1
+        started, calls = await first_of_two_failed(engine, f"refund 1001 1002 #{n}")
         outcomes = await asyncio.gather(
             engine.retry_run(started.run_id, by="olga"),
             engine.decide_as_operator(calls["refund-1002"], "approve", principal="carol"),
@@ -323,11 +319,7 @@ async def test_a_retry_racing_the_expiry_of_a_sibling_runs_only_the_approved_cal
     engine: Engine,
 ) -> None:
     for n in range(4):
-        started = await start_refund(engine, f"refund 1001 1002 #{n}")
-        calls = await requests_by_call(engine, started)
-        await engine.decide_as_operator(calls["refund-1001"], "approve", principal="bob")
-        with poisoned(engine, started.run_id):
-            assert await engine.worker.drain() == 1
+        started, calls = await first_of_two_failed(engine, f"refund 1001 1002 #{n}")
         async with engine.connection() as conn:
             await conn.execute(
                 "UPDATE approval_requests SET expires_at = now() - interval '1 second'"

@@ -12,11 +12,13 @@ from approvals.errors import InvalidRunId, InvalidValue, NothingToRetry, RunNotF
 from approvals.model import JobStatus
 from tests.integration.helpers import (
     drain_failing_after_the_step,
+    events_of,
     poisoned,
     run_status,
     scalar,
     side_effects,
     start_refund,
+    verified,
 )
 from tests.integration.inprocess import invoke
 from web.engine import Engine
@@ -37,16 +39,6 @@ async def job_status(engine: Engine, run_id: str) -> str:
     return str(await scalar(engine, "SELECT status FROM resume_queue WHERE run_id = %s", run_id))
 
 
-async def retried_events(engine: Engine, run_id: str) -> list[dict[str, Any]]:
-    async with engine.connection() as conn:
-        cur = await conn.execute(
-            "SELECT principal, request_id::text, data FROM audit_events"
-            " WHERE kind = 'resume.retried' AND run_id = %s ORDER BY id",
-            (run_id,),
-        )
-        return list(await cur.fetchall())
-
-
 async def test_a_failed_resume_is_retried_and_its_call_runs_once(engine: Engine) -> None:
     started = await failed_run(engine)
     call = "refund-1001"
@@ -59,9 +51,9 @@ async def test_a_failed_resume_is_retried_and_its_call_runs_once(engine: Engine)
         "jobs_requeued": 1,
     }
     assert await job_status(engine, started.run_id) == JobStatus.QUEUED
-    [event] = await retried_events(engine, started.run_id)
+    [event] = await events_of(engine, started.run_id, "resume.retried")
     assert event["principal"] == "olga"
-    assert event["request_id"] == started.pending[0]
+    assert str(event["request_id"]) == started.pending[0]
     assert event["data"]["reason"] == "graph fixed"
     assert event["data"]["error"] == 'unexpected KeyError: "a graph\'s own bug"'
 
@@ -69,13 +61,12 @@ async def test_a_failed_resume_is_retried_and_its_call_runs_once(engine: Engine)
     assert await run_status(engine, started.run_id) == "completed"
     assert len(await side_effects(engine, started.run_id, call)) == 1
     assert await job_status(engine, started.run_id) == JobStatus.DONE
-    verified = await engine.audit.verify()
-    assert verified.ok, verified
+    await verified(engine)
 
     # Nothing failed any more, and the run ended: nothing to retry, nothing written.
     with pytest.raises(NothingToRetry, match="it is completed, not waiting"):
         await engine.retry_run(started.run_id, by="olga")
-    assert len(await retried_events(engine, started.run_id)) == 1
+    assert len(await events_of(engine, started.run_id, "resume.retried")) == 1
     assert await engine.worker.drain() == 0
     assert len(await side_effects(engine, started.run_id, call)) == 1
 
@@ -88,7 +79,7 @@ async def test_a_waiting_run_with_no_failed_resume_has_nothing_to_retry(engine: 
     await engine.decide_as_operator(started.pending[0], "approve", principal="bob")
     with pytest.raises(NothingToRetry, match="no resume of it failed"):
         await engine.retry_run(started.run_id, by="olga")
-    assert await retried_events(engine, started.run_id) == []
+    assert await events_of(engine, started.run_id, "resume.retried") == []
     assert await engine.worker.drain() == 1
     assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
 
@@ -131,7 +122,7 @@ async def test_a_reason_or_name_the_log_cannot_keep_changes_nothing(
     with pytest.raises(InvalidValue):
         await engine.retry_run(started.run_id, by=principal, reason=reason)
     assert await job_status(engine, started.run_id) == JobStatus.FAILED
-    assert await retried_events(engine, started.run_id) == []
+    assert await events_of(engine, started.run_id, "resume.retried") == []
 
 
 async def test_two_retries_at_once_queue_the_job_once(engine: Engine) -> None:
@@ -142,7 +133,7 @@ async def test_two_retries_at_once_queue_the_job_once(engine: Engine) -> None:
     )
     assert sum(1 for o in outcomes if not isinstance(o, BaseException)) == 1
     assert all(isinstance(o, NothingToRetry) for o in outcomes if isinstance(o, BaseException))
-    assert len(await retried_events(engine, started.run_id)) == 1
+    assert len(await events_of(engine, started.run_id, "resume.retried")) == 1
     assert await engine.worker.drain() == 1
     assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
 
@@ -181,7 +172,7 @@ async def test_retrying_from_the_cli(engine: Engine, cli_env: dict[str, str]) ->
     assert retried.stdout.strip() == (
         f"run {started.run_id} retried (1 failed resume(s) queued again)"
     )
-    [event] = await retried_events(engine, started.run_id)
+    [event] = await events_of(engine, started.run_id, "resume.retried")
     assert (event["principal"], event["data"]["reason"]) == ("ops:carol", "graph fixed")
 
     again = await invoke(cli_env, "runs", "retry", started.run_id, "--json")
@@ -199,14 +190,14 @@ async def test_retrying_from_the_cli(engine: Engine, cli_env: dict[str, str]) ->
     assert malformed.code == 2, malformed.stderr
     nul = await invoke(cli_env, "runs", "retry", started.run_id, "--reason", "a\x00b")
     assert nul.code == 2, nul.stderr
-    assert len(await retried_events(engine, started.run_id)) == 1
+    assert len(await events_of(engine, started.run_id, "resume.retried")) == 1
     assert len(await side_effects(engine, started.run_id, "refund-1001")) == 1
 
     other = await failed_run(engine, "refund 1002")
     as_json = await invoke(cli_env, "runs", "retry", other.run_id, "--json")
     assert as_json.code == 0, as_json.stderr
     assert as_json.json() == {"run_id": other.run_id, "status": "waiting", "jobs_requeued": 1}
-    [event] = await retried_events(engine, other.run_id)
+    [event] = await events_of(engine, other.run_id, "resume.retried")
     assert event["principal"].startswith("cli:")
 
 
