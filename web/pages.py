@@ -12,12 +12,10 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.templating import Jinja2Templates
 
 from approvals.authz import ApproverRules
 from approvals.errors import (
@@ -41,10 +39,9 @@ from web.list_query import Listing
 from web.request_stream import open_stream
 from web.security import LoginThrottle, Session, Sessions, same_origin
 from web.settings import Settings
+from web.templating import templates
 
-HERE = Path(__file__).resolve().parent
 log = logging.getLogger("approvals.web")
-templates = Jinja2Templates(directory=str(HERE / "templates"))
 
 
 class LoginRequired(Exception):
@@ -149,31 +146,6 @@ async def _request(request: Request, principal: Principal, request_id: str) -> P
         return await _engine(request).visible_request(request_id, principal)
     except InvalidRequestId:
         raise RequestNotFound(request_id) from None
-
-
-def time_left(expires_at: datetime) -> str:
-    seconds = int((expires_at - datetime.now(UTC)).total_seconds())
-    if seconds <= 0:
-        return "expired"
-    hours, rest = divmod(seconds, 3600)
-    minutes = rest // 60
-    return f"{hours} h {minutes} min" if hours else f"{minutes} min"
-
-
-def age(created_at: datetime) -> str:
-    seconds = int((datetime.now(UTC) - created_at).total_seconds())
-    if seconds < 60:
-        return "just now"
-    if seconds < 3600:
-        return f"{seconds // 60} min ago"
-    if seconds < 86400:
-        return f"{seconds // 3600} h ago"
-    return f"{seconds // 86400} d ago"
-
-
-templates.env.filters["time_left"] = time_left
-templates.env.filters["age"] = age
-templates.env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True)
 
 
 #: How many of the requests a principal may see but not decide the inbox's first page shows.
