@@ -31,7 +31,12 @@ Two ``approvals serve`` processes (``serve`` runs one process each, so two ports
    (``tool_executions``) and side effects (``demo_side_effects``) it has (exactly one; none for
    a rejected one). Then, with every process stopped, the raw ceiling again.
 6. **Floors.** The bare HTTP floor (``bench/bare_http.py``: HTTP, Python and the raw
-   transaction, nothing of the engine), and what a bare LangGraph resume of the same agent
+   transaction, nothing of the engine); the bare workload floor (the decide phase's own
+   approvers, page size, order and lost races against ``bench/bare_http.py`` answering the
+   inbox with its own statement and the decision with the raw transaction, over as many copies
+   of backlog requests, with no workers and no runs started: the most this workload can get
+   out of these cores with nothing of the engine, even with every resume left for later);
+   and what a bare LangGraph resume of the same agent
    shape costs in CPU (``bench/approval_cycle.py``'s bare variant, in this process). The CPU
    floor is the machine's cores over the CPU of one bare HTTP decision plus one bare resume:
    no implementation whose workers resume the decided runs on these cores during the decide
@@ -64,7 +69,7 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -576,27 +581,20 @@ async def engine_ceiling(
     return rate(count, seconds, tasks=tasks)
 
 
-async def bare_http_ceiling(
+@contextlib.asynccontextmanager
+async def bare_servers(
     url: str,
-    count: int,
     secrets: list[tuple[str, str]],
     pool: int,
     env: dict[str, str],
     log_dir: Path,
-) -> dict[str, Any]:
-    """The floor of HTTP and Python: two ``bench/bare_http.py`` servers (served as ``approvals
-    serve`` is, each with a pool of ``pool``), whose one endpoint checks the bearer token in
-    memory and runs the raw ceiling's transaction, driven by as many approvers (each its own
-    httpx client and token) as the decide phase, over copies of backlog requests, with nothing
-    else running. What the decide phase costs beyond this is the engine's."""
-    copies = await copy_requests(url, count, "bare")
-    todo = [r["id"] for r in copies]
+) -> AsyncIterator[tuple[list[str], list[int]]]:
+    """Two ``bench/bare_http.py`` servers (served as ``approvals serve`` is, each with a pool of
+    ``pool``) knowing the approvers' tokens: their URLs and pids."""
     tokens = log_dir / "bare-tokens"
-    tokens.write_text("\n".join(secret for _, secret in secrets), encoding="utf-8")
+    tokens.write_text("\n".join(f"{group} {secret}" for group, secret in secrets), "utf-8")
     procs: list[asyncio.subprocess.Process] = []
     urls: list[str] = []
-    statuses: Counter[str] = Counter()
-    latency: list[float] = []
     try:
         for i in range(2):
             port = free_port()
@@ -615,6 +613,30 @@ async def bare_http_ceiling(
             )
             urls.append(f"http://127.0.0.1:{port}")
             await wait_ready(urls[-1], procs[-1])
+        yield urls, [p.pid for p in procs]
+    finally:
+        await stop(procs)
+        tokens.unlink(missing_ok=True)
+
+
+async def bare_http_ceiling(
+    url: str,
+    count: int,
+    secrets: list[tuple[str, str]],
+    pool: int,
+    env: dict[str, str],
+    log_dir: Path,
+) -> dict[str, Any]:
+    """The floor of HTTP and Python: two ``bench/bare_http.py`` servers, whose ``/decide``
+    endpoint checks the bearer token in memory and runs the raw ceiling's transaction, driven
+    by as many approvers (each its own httpx client and token) as the decide phase, over copies
+    of backlog requests, with nothing else running. What the decide phase costs beyond this is
+    the engine's."""
+    copies = await copy_requests(url, count, "bare")
+    todo = [r["id"] for r in copies]
+    statuses: Counter[str] = Counter()
+    latency: list[float] = []
+    async with bare_servers(url, secrets, pool, env, log_dir) as (urls, pids):
         clients = [
             httpx.AsyncClient(headers={"authorization": f"Bearer {s}"}, timeout=120)
             for _, s in secrets
@@ -634,7 +656,7 @@ async def bare_http_ceiling(
                 latency.append((time.perf_counter() - began) * 1000)
                 statuses[str(answer.status_code)] += 1
 
-        cpu = {p.pid: cpu_seconds(p.pid) for p in procs}
+        cpu = {pid: cpu_seconds(pid) for pid in pids}
         client_cpu = cpu_seconds(os.getpid())
         backends = await backend_pids(url)
         pg_cpu = {pid: cpu_seconds(pid) for pid in backends}
@@ -652,9 +674,6 @@ async def bare_http_ceiling(
             )
             for c in clients:
                 await c.aclose()
-    finally:
-        await stop(procs)
-        tokens.unlink(missing_ok=True)
     await retire(url, copies)
     decided = statuses["200"]
     return rate(
@@ -670,6 +689,60 @@ async def bare_http_ceiling(
         client_cpu_ms_per_decision=round(1000 * client_cpu / decided, 2) if decided else 0.0,
         postgres_cpu_ms_per_decision=round(1000 * pg_used / decided, 2) if decided else 0.0,
     )
+
+
+async def bare_workload_floor(
+    args: argparse.Namespace,
+    url: str,
+    secrets: list[tuple[str, str]],
+    env: dict[str, str],
+    log_dir: Path,
+) -> dict[str, Any]:
+    """The decide phase's approvers (``DecidePhase``: the same client code, page, order and
+    lost races) against two ``bench/bare_http.py`` servers answering the inbox with its own
+    statement and the decision with the raw transaction, over ``--requests`` copies of backlog
+    requests, with no workers and no runs started: what no implementation can beat for this
+    workload on this machine, even with its resumes left for later."""
+    copies = await copy_requests(url, args.requests, "workload")
+    backlog = {r["id"] for r in copies}
+    quiet = argparse.Namespace(**{**vars(args), "background_rate": 0.0})
+    async with bare_servers(url, secrets, args.pool, env, log_dir) as (urls, pids):
+        phase = DecidePhase(quiet, urls, backlog)
+        meter = CpuMeter(
+            {"servers": pids, "bench client": [os.getpid()], POSTGRES: await backend_pids(url)}
+        )
+        clients = [
+            httpx.AsyncClient(headers={"authorization": f"Bearer {s}"}, timeout=120)
+            for _, s in secrets
+        ]
+        meter.start()
+        began = time.perf_counter()
+        try:
+            await asyncio.gather(
+                phase.watchdog(), *(phase.approver(c, i) for i, c in enumerate(clients))
+            )
+        finally:
+            for c in clients:
+                await c.aclose()
+        ended = time.perf_counter()
+        decisions = sum(phase.winners.values())
+        cpu = meter.stop(decisions, {POSTGRES: await backend_pids(url)})
+    await retire(url, copies)
+    window = (phase.last_backlog or ended) - (phase.first_sent or began)
+    return {
+        "servers": len(urls),
+        "approvers": len(secrets),
+        "decisions": decisions,
+        "backlog_decisions": len(backlog) - len(phase.remaining),
+        "decide_window_seconds": round(window, 1),
+        "decisions_per_s": round(decisions / window, 1) if window > 0 else 0.0,
+        "lost_races": phase.lost_races,
+        "lists": phase.tally.endpoints().get(LIST, {}).get("calls", 0),
+        "items_per_list_p50": statistics.median(phase.page_sizes) if phase.page_sizes else 0,
+        "errors": sum(phase.tally.errors.values()),
+        "endpoints": phase.tally.endpoints(),
+        **cpu,
+    }
 
 
 async def bare_resume_floor(url: str, count: int, tasks: int) -> dict[str, Any]:
@@ -1034,6 +1107,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         found = await checks(url, backlog)
         raw_after = await raw_ceiling(url, size, conns, "sql-after")
         bare = await bare_http_ceiling(url, size, secrets, args.pool, env, log_dir)
+        workload = await bare_workload_floor(args, url, secrets, env, log_dir)
         resume_floor = await bare_resume_floor(url, args.floor_resumes, 4)
     return report_of(
         args,
@@ -1050,6 +1124,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "raw_ceiling_after": raw_after,
             "engine_ceiling": in_engine,
             "bare_http_ceiling": bare,
+            "bare_workload_floor": workload,
             "bare_resume_floor": resume_floor,
             "idle_probe": probe,
         },
@@ -1103,6 +1178,11 @@ def report_of(
         # How far HTTP and Python alone stand from the raw ceiling, and the engine from them.
         "bare_http_to_raw_ceiling": round(bare / ceiling, 3) if ceiling else 0.0,
         "ratio_to_bare_http": round(decided["decisions_per_s"] / bare, 3) if bare else 0.0,
+        "bare_workload_to_raw_ceiling": round(
+            more["bare_workload_floor"]["decisions_per_s"] / ceiling, 3
+        )
+        if ceiling
+        else 0.0,
         "cpu_floor": cpu_floor(more["bare_http_ceiling"], more["bare_resume_floor"], ceiling),
     }
     approved, rejected = found["approved"], found["rejected"]
@@ -1159,6 +1239,15 @@ def show(report: dict[str, Any]) -> None:
         f" {bare['client_cpu_ms_per_decision']} ms; {bare['statuses']})"
         f" = {report['bare_http_to_raw_ceiling']} of the raw ceiling; the decide phase is"
         f" {report['ratio_to_bare_http']} of it"
+    )
+    w = report["bare_workload_floor"]
+    print(
+        f"  bare workload floor: {w['decisions_per_s']}/s (the decide phase's {w['approvers']}"
+        f" approvers, page and order against {w['servers']} servers of bench/bare_http.py: the"
+        f" inbox's own statement and the raw transaction; no workers, no runs started;"
+        f" {w['decisions']} decisions, {w['lost_races']} lost races, {w['lists']} listings of"
+        f" {w['items_per_list_p50']} items (p50); CPU per decision: {w['cpu_ms_per_decision']};"
+        f" errors {w['errors']}) = {report['bare_workload_to_raw_ceiling']} of the raw ceiling"
     )
     resume, floor = report["bare_resume_floor"], report["cpu_floor"]
     print(
