@@ -18,6 +18,11 @@ recomputes it from the stored columns, so neither side trusts the other.
 
 Ids are gapless (the chain's head hands them out under a lock), so a missing id is a removed
 event; ids at or below ``ChainHead.legacy_until`` predate the chain and may have gaps.
+
+An event whose data is nested too deeply to be read back (jsonb keeps any depth; the engine
+caps what it writes far below that) was written outside the engine: the log's readers list it
+with no data, marked ``data_unreadable`` (``marked_data``), and the verifier fails on it even
+where its hash was recomputed to match.
 """
 
 from __future__ import annotations
@@ -32,7 +37,11 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
+from approvals.identity import Unreadable
+
 GENESIS = "0" * 64
+#: What the log's views say in place of data that could not be read back (``marked_data``).
+UNREADABLE_DATA = "unreadable (stored value could not be read)"
 #: How many recent links the verifier remembers to recognise a forged event spliced in.
 RECENT_LINKS = 256
 
@@ -51,6 +60,8 @@ class ChainedEvent:
     state_version: str | None = None
     tool: str | None = None
     data_text: str = "{}"
+    #: Whether ``data_text`` is nested too deeply to be read back (the reader decides it).
+    data_unreadable: bool = False
     prev_hash: str = GENESIS
     hash: str = ""
 
@@ -67,6 +78,7 @@ class ChainedEvent:
             state_version=row.get("state_version"),
             tool=row.get("tool"),
             data_text=row["data_text"],
+            data_unreadable=bool(row.get("data_unreadable")),
             prev_hash=row["prev_hash"],
             hash=row["hash"],
         )
@@ -79,6 +91,18 @@ class ChainHead:
     last_id: int
     hash: str
     legacy_until: int = 0
+
+
+def marked_data(row: dict[str, Any]) -> dict[str, Any]:
+    """An event row as the log's readers give it: ``data_unreadable`` says whether its data
+    could be read back. Where it could not (read as ``Unreadable``), ``data`` is ``None``:
+    never a stand-in, such as the empty object, that would pass for the event's data, and
+    never an error that fails every other event listed with it. (``row``, changed in place.)"""
+    unreadable = isinstance(row["data"], Unreadable)
+    if unreadable:
+        row["data"] = None
+    row["data_unreadable"] = unreadable
+    return row
 
 
 def _text(value: Any) -> str | None:
@@ -227,6 +251,14 @@ class ChainVerifier:
                 event_id=last.id + 1,
                 problem=Problem.REMOVED,
                 detail=f"event {event.id} follows event {last.id}",
+            )
+        if event.data_unreadable:
+            # Its hash matches (recomputed by whoever wrote it): the data alone gives it away.
+            return Finding(
+                event_id=event.id,
+                problem=Problem.CHANGED,
+                detail="its data is nested too deeply to be read back, which the engine never"
+                " writes",
             )
         self._accept(event)
         return None

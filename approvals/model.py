@@ -242,13 +242,18 @@ class PendingCall:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The request as JSON. A shown copy that could not be read back (``Unreadable``) is
+        ``"shown": null`` with ``"shown_unreadable": true``: never the empty object, which
+        would pass for a copy that shows no arguments."""
+        unreadable = isinstance(self.shown, Unreadable)
         return {
             "id": self.id,
             "run_id": self.run_id,
             "thread_id": self.thread_id,
             "call_id": self.call_id,
             "tool": self.tool,
-            "shown": self.shown,
+            "shown": None if unreadable else self.shown,
+            "shown_unreadable": unreadable,
             "identity": self.identity,
             "reason": self.reason,
             "interrupt_id": self.interrupt_id,

@@ -4,6 +4,10 @@ Its entries are written by the statements that make the changes they record (see
 ``sql/queries.sql``), never on their own; the database chains each one to the one before it
 and refuses to change or delete any (migration 0005). Walking the chain streams it through a
 server-side cursor, so a log of any size is verified in constant memory.
+
+Every event read comes with ``data_unreadable`` (``approvals.audit.marked_data``): data
+rewritten outside the engine to nesting too deep to read back is ``None`` and marked, so the
+log is still read whole when it is most needed, and the verifier fails on that event.
 """
 
 from __future__ import annotations
@@ -15,8 +19,16 @@ from datetime import datetime
 from typing import Any
 
 from approvals.anchor import Anchor, AnchorCheck
-from approvals.audit import ChainedEvent, ChainHead, ChainVerifier, Finding
-from storage.db import Connection, Database, Row, sql, translated_errors
+from approvals.audit import ChainedEvent, ChainHead, ChainVerifier, Finding, marked_data
+from storage.db import (
+    Connection,
+    Database,
+    Row,
+    json_text_unreadable,
+    read_unreadable_json_as_marker,
+    sql,
+    translated_errors,
+)
 
 BATCH = 2000
 
@@ -65,8 +77,9 @@ class PgAuditLog:
         self._db = db
 
     async def for_run(self, run_id: str) -> list[Row]:
-        """Every event of a run, oldest first."""
-        return await self._db.all("run_audit", {"run_id": run_id})
+        """Every event of a run, oldest first (``data_unreadable``: as the module says)."""
+        rows = await self._db.all("run_audit", {"run_id": run_id}, unreadable_json=True)
+        return [marked_data(row) for row in rows]
 
     async def interceptions(self, run_id: str) -> list[Row]:
         """The run's interception records (payload-free), in sequence order."""
@@ -80,9 +93,11 @@ class PgAuditLog:
     async def search(
         self, filters: AuditFilter, *, before: int | None = None, limit: int = 50
     ) -> list[Row]:
-        """One page of events matching ``filters``, newest first, older than ``before``."""
+        """One page of events matching ``filters``, newest first, older than ``before``
+        (``data_unreadable``: as the module says)."""
         params = filters.params() | {"before": before, "limit": limit}
-        return await self._db.all("audit_search", params)
+        rows = await self._db.all("audit_search", params, unreadable_json=True)
+        return [marked_data(row) for row in rows]
 
     async def verify(self, anchors: list[Anchor] | None = None) -> Verification:
         """Walk the chain up to its head in one snapshot and recompute every link; with
@@ -98,6 +113,7 @@ class PgAuditLog:
             )
             verifier = ChainVerifier(head)
             async for row in _stream(conn, "audit_chain", {}):
+                row["data_unreadable"] = json_text_unreadable(row["data_text"])
                 event = ChainedEvent.from_row(row)
                 if verifier.feed(event) is not None:
                     break
@@ -115,10 +131,12 @@ class PgAuditLog:
     async def export(
         self, *, since: datetime | None = None, run_id: str | None = None
     ) -> AsyncIterator[Row]:
-        """Every event (from ``since``, of ``run_id``), oldest first, streamed."""
+        """Every event (from ``since``, of ``run_id``), oldest first, streamed
+        (``data_unreadable``: as the module says)."""
+        params = {"since": since, "run_id": run_id}
         async with self._snapshot() as conn:
-            async for row in _stream(conn, "audit_export", {"since": since, "run_id": run_id}):
-                yield row
+            async for row in _stream(conn, "audit_export", params, unreadable_json=True):
+                yield marked_data(row)
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[Connection]:
@@ -130,8 +148,12 @@ class PgAuditLog:
                 yield conn
 
 
-async def _stream(conn: Connection, name: str, params: dict[str, Any]) -> AsyncIterator[Row]:
+async def _stream(
+    conn: Connection, name: str, params: dict[str, Any], *, unreadable_json: bool = False
+) -> AsyncIterator[Row]:
     async with conn.cursor(name=f"approvals_{name}") as cursor:
+        if unreadable_json:
+            read_unreadable_json_as_marker(cursor)
         cursor.itersize = BATCH
         await cursor.execute(sql(name), params)
         async for row in cursor:

@@ -108,6 +108,21 @@ def json_loads_or_unreadable(data: str | bytes) -> Any:
         return Unreadable()
 
 
+#: Fewer opening brackets than this in a JSON text and it is not nested deeply enough to be
+#: unreadable (orjson alone reads 255 levels; ``json.loads`` a thousand, less the stack in use).
+_SURELY_READABLE = 128
+
+
+def json_text_unreadable(text: str) -> bool:
+    """Whether ``json_loads`` would refuse ``text`` as nested too deeply to read back. Only a
+    text with many brackets is decoded to tell: the decision log's verifier asks it of every
+    event, and counting a 220-byte event's brackets took 1.5 us against 17 us for its hash
+    (decoding a text with 200 brackets, 87 us)."""
+    if text.count("[") + text.count("{") < _SURELY_READABLE:
+        return False
+    return isinstance(json_loads_or_unreadable(text), Unreadable)
+
+
 #: jsonb's type oid (fixed by PostgreSQL), so a cursor registers its loaders without a lookup.
 JSONB_OID = psycopg.adapters.types["jsonb"].oid
 
@@ -120,7 +135,9 @@ class _MarkingJsonbBinaryLoader(JsonbBinaryLoader):
     _loads = staticmethod(json_loads_or_unreadable)
 
 
-def read_unreadable_json_as_marker(cursor: psycopg.AsyncCursor[DictRow]) -> None:
+def read_unreadable_json_as_marker(
+    cursor: psycopg.AsyncCursor[DictRow] | psycopg.AsyncServerCursor[DictRow],
+) -> None:
     """Make ``cursor`` read jsonb values it cannot decode as ``Unreadable`` (its own adapters:
     the connection, back in the pool, reads them as before). The loaders are made once: a
     cursor and its two registrations take about 2.7 us more than a plain cursor, where

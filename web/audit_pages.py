@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
+from approvals.audit import UNREADABLE_DATA
 from approvals.json_values import text_problem
 from approvals.principals import Principal
 from web.engine import AuditFilter, Engine
@@ -159,6 +160,7 @@ def timeline(events: list[dict[str, Any]], records: list[dict[str, Any]]) -> lis
                 "tool": event["tool"],
                 "state_version": event["state_version"],
                 "summary": summary(event["data"] or {}),
+                "data_unreadable": event["data_unreadable"],
             }
         )
     for record in records:
@@ -209,6 +211,7 @@ def router() -> APIRouter:
             decisions=DECISIONS,
             older=older,
             newest=filters.link() if before is not None else None,
+            unreadable=UNREADABLE_DATA,
             utc=UTC,
         )
 
@@ -228,6 +231,7 @@ def router() -> APIRouter:
             session,
             run=run,
             entries=timeline(events, records),
+            unreadable=UNREADABLE_DATA,
             utc=UTC,
         )
 

@@ -1,10 +1,15 @@
 """An insider's rewrite of a jsonb column to a value nested deeper than can be read back
 (jsonb keeps it; the engine never writes one): an approval request holding one counts as
 tampered, like a shown copy no digest can be taken of, and every other row is still listed;
-where there is no tamper check (a run's input, the decision log's data), reading that one
-value fails with ``StoredValueUnreadable``, never a ``RecursionError``."""
+a decision-log event holding one is listed marked unreadable, and fails the chain's check;
+where there is no tamper check (a run's input), reading that one value fails with
+``StoredValueUnreadable``, never a ``RecursionError``."""
 
 from __future__ import annotations
+
+import csv
+import io
+import json
 
 import pytest
 
@@ -14,6 +19,7 @@ from approvals.listing import PendingOrder, Scope
 from storage.audit import AuditFilter
 from storage.db import json_loads, json_loads_or_unreadable
 from tests.integration.helpers import scalar, start_refund
+from tests.integration.inprocess import invoke
 from web.engine import Engine
 
 TAMPERED = "select count(*) from audit_events where request_id = %s and kind = 'request.tampered'"
@@ -130,23 +136,156 @@ async def test_a_run_input_nested_too_deeply_fails_its_own_read_not_the_runs_lis
     assert set(await listed(engine)) == {first.pending[0], second.pending[0]}
 
 
-async def test_a_log_event_nested_too_deeply_is_a_clear_error_and_found_by_verify(
-    engine: Engine,
-) -> None:
-    """The decision log's view shows each event's data, so it fails with a clear error
-    rather than leave an event out or show it emptied; the chain's check reads the data as
-    text and names the rewritten event."""
-    await start_refund(engine)
-    event = await scalar(engine, "select max(id) from audit_events")
+async def rewrite_event(engine: Engine, event: int, *, rehash: bool = False) -> None:
+    """An insider's rewrite of one log event's data to nesting too deep to read back (the log
+    is append-only for the engine's role; the superuser is not). ``rehash``: its hash
+    recomputed the way the chain's trigger computes it and the head moved to it, so the
+    chain's links alone no longer tell (the event must be the last)."""
     async with engine.connection() as conn, conn.transaction():
-        # The log is append-only for the engine's role; an insider with the superuser is not.
         await conn.execute("set local session_replication_role = replica")
         await conn.execute(
             "update audit_events set data = %s::jsonb where id = %s", (nested(5_000), event)
         )
-    with pytest.raises(StoredValueUnreadable):
-        await engine.audit.search(AuditFilter(), limit=50)
+        if rehash:
+            await conn.execute(
+                "update audit_events e set hash = approvals_audit_hash_v1(e.prev_hash, e)"
+                " where e.id = %s",
+                (event,),
+            )
+            await conn.execute(
+                "update audit_chain_head set hash = (select hash from audit_events where id = %s)",
+                (event,),
+            )
+
+
+async def test_a_log_event_nested_too_deeply_is_shown_unreadable_and_fails_verify(
+    engine: Engine,
+) -> None:
+    """The log's readers list every event, the rewritten one with no data and marked
+    unreadable (neither left out, nor emptied to look like an event with no data, nor a
+    failure of the whole list); the chain's check names it."""
+    run = await start_refund(engine)
+    other = await start_refund(engine, "refund 1002")
+    event = await scalar(
+        engine,
+        "select id from audit_events where run_id = %s and kind = 'request.created'",
+        run.run_id,
+    )
+    before = await engine.audit.search(AuditFilter(), limit=500)
+    await rewrite_event(engine, event)
+
+    after = await engine.audit.search(AuditFilter(), limit=500)
+    assert [e["id"] for e in after] == [e["id"] for e in before]
+    for row, was in zip(after, before, strict=True):
+        if row["id"] == event:
+            assert row["data"] is None
+            assert row["data_unreadable"] is True
+        else:
+            assert row["data"] == was["data"]
+            assert row["data_unreadable"] is False
+    run_events = await engine.audit.for_run(str(run.run_id))
+    marked = [e for e in run_events if e["data_unreadable"]]
+    assert [(e["id"], e["data"]) for e in marked] == [(event, None)]
+    assert len(run_events) > 1
+    assert not any(e["data_unreadable"] for e in await engine.audit.for_run(str(other.run_id)))
+    exported = [row async for row in engine.audit.export()]
+    assert [e["id"] for e in exported] == sorted(e["id"] for e in before)
+    assert [(e["id"], e["data"]) for e in exported if e["data_unreadable"]] == [(event, None)]
+
     verified = await engine.audit.verify()
     assert not verified.ok
     assert verified.finding is not None
-    assert str(event) in str(verified.finding)
+    assert verified.finding.event_id == event
+    assert verified.finding.problem == "changed"
+
+
+async def test_a_log_event_nested_too_deeply_fails_verify_even_with_its_hash_recomputed(
+    engine: Engine,
+) -> None:
+    """The engine never writes data nested that deep, so an event holding it was written
+    outside the engine: the chain's check fails on it even when its hash and the chain's head
+    were recomputed to match (as a rewrite of any other data would then pass)."""
+    await start_refund(engine)
+    event = await scalar(engine, "select max(id) from audit_events")
+    intact = (await engine.audit.verify()).events
+    await rewrite_event(engine, event, rehash=True)
+    verified = await engine.audit.verify()
+    assert not verified.ok, verified
+    assert verified.finding is not None
+    assert verified.finding.event_id == event
+    assert verified.finding.problem == "changed"
+    assert "nested too deeply" in verified.finding.detail
+    assert verified.events == intact - 1
+
+
+async def test_the_cli_lists_and_exports_an_unreadable_log_event_and_verify_names_it(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    """``audit export`` writes every event, the rewritten one as ``"data": null`` with
+    ``"data_unreadable": true`` (JSON lines; a marker that is no JSON in CSV); the others as
+    before; ``audit verify`` exits 1 naming it."""
+    await start_refund(engine)
+    event = await scalar(
+        engine, "select id from audit_events where kind = 'request.created' limit 1"
+    )
+    total = await scalar(engine, "select count(*) from audit_events")
+    await rewrite_event(engine, event)
+
+    jsonl = await invoke(cli_env, "audit", "export")
+    assert jsonl.code == 0, jsonl.stderr
+    records = [json.loads(line) for line in jsonl.stdout.splitlines()]
+    assert len(records) == total
+    bad = next(r for r in records if r["id"] == event)
+    assert bad["data"] is None
+    assert bad["data_unreadable"] is True
+    assert bad["kind"] == "request.created"
+    for record in records:
+        if record["id"] != event:
+            assert "data_unreadable" not in record
+            assert isinstance(record["data"], dict)
+
+    table = await invoke(cli_env, "audit", "export", "--format", "csv")
+    assert table.code == 0, table.stderr
+    rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert len(rows) == total
+    cell = next(r["data"] for r in rows if int(r["id"]) == event)
+    assert cell == "unreadable (stored value could not be read)"
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cell)
+    assert all(isinstance(json.loads(r["data"]), dict) for r in rows if int(r["id"]) != event)
+
+    verify = await invoke(cli_env, "audit", "verify")
+    assert verify.code == 1
+    assert f"event {event} was changed" in verify.stderr
+    as_json = await invoke(cli_env, "audit", "verify", "--json")
+    assert as_json.code == 1
+    assert as_json.json()["finding"]["event_id"] == event
+
+
+async def test_pending_all_marks_a_shown_copy_it_cannot_read(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    """``pending list --all`` shows every request of any status: one whose shown copy cannot
+    be read is printed with an explicit marker, and in JSON as ``"shown": null`` with
+    ``"shown_unreadable": true``, never as ``{}`` (arguments it never had)."""
+    bad = (await start_refund(engine)).pending[0]
+    good = (await start_refund(engine, "refund 1002")).pending[0]
+    await execute(
+        engine, "update approval_requests set shown = %s::jsonb where id = %s", nested(5_000), bad
+    )
+    text = await invoke(cli_env, "pending", "list", "--all")
+    assert text.code == 0, text.stderr
+    lines = {line.split()[0]: line for line in text.stdout.splitlines()}
+    assert "<unreadable: stored copy changed>" in lines[bad]
+    assert "{}" not in lines[bad]
+    assert "null" not in lines[bad]
+    assert '"order_id": "1002"' in lines[good]
+    assert "unreadable" not in lines[good]
+
+    listed = await invoke(cli_env, "pending", "list", "--all", "--json")
+    assert listed.code == 0, listed.stderr
+    by_id = {r["id"]: r for r in listed.json()}
+    assert by_id[bad]["shown"] is None
+    assert by_id[bad]["shown_unreadable"] is True
+    assert by_id[good]["shown"]["args"]["order_id"] == "1002"
+    assert by_id[good]["shown_unreadable"] is False

@@ -1,10 +1,13 @@
 """``approvals audit``: verify the decision log's hash chain, and export it.
 
 ``verify`` exits 0 when every event links to the one before it and matches its content, 1
-naming the first event that was changed, removed or inserted. ``--anchor FILE`` also checks the
+naming the first event that was changed, removed or inserted (an event whose data is nested too
+deeply to be read back counts as changed, whatever its hash). ``--anchor FILE`` also checks the
 anchors ``anchor`` wrote: each must be signed and linked as written, and its event must still
 have its hash; a rewritten chain whose hashes were all recomputed fails here. ``export`` streams
-events to stdout (JSON lines or CSV), oldest first. Exit 2: an invalid option.
+events to stdout (JSON lines or CSV), oldest first; an event whose data cannot be read back is
+written with ``"data": null, "data_unreadable": true`` (in CSV, a data cell that is not JSON
+saying so). Exit 2: an invalid option.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import typer
 
 from approvals import anchor as anchors
 from approvals.anchor import Anchor
-from approvals.audit import format_at
+from approvals.audit import UNREADABLE_DATA, format_at
 from web.cli.command import (
     EXIT_FAILURE,
     EXIT_INVALID,
@@ -180,12 +183,16 @@ def _run_id(value: str | None) -> str | None:
 
 
 def export_record(row: dict[str, Any]) -> dict[str, Any]:
-    """An event as exported: its columns, ids as text, the time as the chain hashes it."""
+    """An event as exported: its columns, ids as text, the time as the chain hashes it; and
+    ``"data_unreadable": true`` (``data`` then ``None``) for data that could not be read back,
+    the only record with that key, so an export of an untouched log is as it always was."""
     record = {name: row.get(name) for name in COLUMNS}
     record["at"] = format_at(row["at"])
     for name in ("run_id", "request_id"):
         if record[name] is not None:
             record[name] = str(record[name])
+    if row.get("data_unreadable"):
+        record["data_unreadable"] = True
     return record
 
 
@@ -211,7 +218,12 @@ def audit_export(
         async for row in engine.audit.export(since=start, run_id=run_id):
             record = export_record(row)
             if output is ExportFormat.CSV:
-                data = json.dumps(record["data"], sort_keys=True, separators=(",", ":"))
+                # Unreadable data: words no JSON reader takes for the event's data.
+                data = (
+                    UNREADABLE_DATA
+                    if record.pop("data_unreadable", False)
+                    else json.dumps(record["data"], sort_keys=True, separators=(",", ":"))
+                )
                 writer.writerow(["" if v is None else v for v in {**record, "data": data}.values()])
             else:
                 sys.stdout.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")

@@ -28,6 +28,16 @@ if TYPE_CHECKING:
 
 pending_app = typer.Typer(no_args_is_help=True, help="Calls waiting for a decision.")
 
+#: In place of the arguments of a request whose shown copy could not be read back.
+UNREADABLE_SHOWN = "<unreadable: stored copy changed>"
+
+
+def shown_args(request: dict[str, Any]) -> str:
+    """A listed request's shown arguments as one line of JSON, or ``UNREADABLE_SHOWN``."""
+    if request["shown_unreadable"]:
+        return UNREADABLE_SHOWN
+    return json.dumps(request["shown"].get("args"))
+
 
 @pending_app.command("list")
 def pending_list(
@@ -77,9 +87,7 @@ def pending_list(
         items,
         as_json=as_json,
         empty="nothing is waiting for a decision",
-        line=lambda r: (
-            f"{r['id']}  {r['tool']}  {json.dumps(r['shown'].get('args'))}  {r['status']}"
-        ),
+        line=lambda r: f"{r['id']}  {r['tool']}  {shown_args(r)}  {r['status']}",
     )
     if next_cursor is not None:
         typer.echo(f"more: approvals pending list --cursor {next_cursor}", err=True)
