@@ -6,6 +6,7 @@ import asyncio
 import re
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -70,6 +71,39 @@ def wait_for(check: object, timeout: float = 30) -> None:
         time.sleep(0.1)
 
 
+#: The backends still starting up on the named database: PostgreSQL's InitPostgres holds a lock
+#: on the database from before it reads ALLOW_CONNECTIONS until after pg_stat_activity lists it.
+STARTING_UP = """
+SELECT pid FROM pg_locks
+ WHERE locktype = 'object' AND database = 0 AND classid = 'pg_database'::regclass
+   AND objid = (SELECT oid FROM pg_database WHERE datname = %s)
+"""
+
+
+def refuse_connections(admin: psycopg.Connection[Any], name: str) -> None:
+    """Make database ``name`` refuse new connections and end every one it has: on return no
+    client is connected to it, and none can connect."""
+    admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+    # A backend admitted just before the ALTER may not show in pg_stat_activity yet (the
+    # served app's worker and pool open connections as it starts): terminating only those
+    # listed there let it live, and /readyz answered 200 on it. Wait until no backend is
+    # starting up (any that starts from now on is refused), then end those listed.
+    wait_for(lambda: admin.execute(STARTING_UP, (name,)).fetchone() is None)
+    # With a timeout, pg_terminate_backend returns once the backend has exited. Client
+    # backends only: an autovacuum worker may still start on a database that refuses clients.
+    admin.execute(
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+        " WHERE datname = %s AND backend_type = 'client backend'",
+        (name,),
+    )
+    left = admin.execute(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = %s AND backend_type = 'client backend'",
+        (name,),
+    ).fetchone()
+    assert left == (0,), f"connections to {name} outlived pg_terminate_backend: {left}"
+
+
 def test_healthz_answers_without_the_database(server: Server) -> None:
     response = httpx.get(f"{server.url}/healthz")
     assert response.status_code == 200
@@ -89,15 +123,11 @@ def test_readyz_is_503_while_the_database_refuses_connections(
 ) -> None:
     name = urlsplit(database_url).path.lstrip("/")
     with psycopg.connect(admin_url, autocommit=True) as admin:
-        # Refuse new connections and end the app's: its pool can reach nothing.
-        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
         try:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (name,),
-            )
+            # The app's pool can reach nothing: no connection to keep, none to make.
+            refuse_connections(admin, name)
             response = httpx.get(f"{server.url}/readyz", timeout=30)
-            assert response.status_code == 503
+            assert response.status_code == 503, response.text
             assert response.json()["status"] == "unavailable"
             assert response.json()["reason"]
             assert httpx.get(f"{server.url}/healthz").status_code == 200
