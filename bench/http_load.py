@@ -656,26 +656,23 @@ async def bare_http_ceiling(
                 latency.append((time.perf_counter() - began) * 1000)
                 statuses[str(answer.status_code)] += 1
 
-        cpu = {pid: cpu_seconds(pid) for pid in pids}
-        client_cpu = cpu_seconds(os.getpid())
-        backends = await backend_pids(url)
-        pg_cpu = {pid: cpu_seconds(pid) for pid in backends}
+        meter = CpuMeter(
+            {"servers": pids, "bench client": [os.getpid()], POSTGRES: await backend_pids(url)}
+        )
+        meter.start()
         began = time.perf_counter()
         try:
             await asyncio.gather(*(approver(i, c) for i, c in enumerate(clients)))
         finally:
-            seconds = time.perf_counter() - began
-            used = sum(cpu_seconds(pid) - before for pid, before in cpu.items())
-            client_cpu = cpu_seconds(os.getpid()) - client_cpu
-            # Backends a pool opened meanwhile count from zero.
-            pg_used = sum(
-                cpu_seconds(pid) - pg_cpu.get(pid, 0.0)
-                for pid in {*backends, *await backend_pids(url)}
-            )
             for c in clients:
                 await c.aclose()
+        seconds = time.perf_counter() - began
+        decided = statuses["200"]
+        # Backends a pool opened meanwhile count from zero.
+        per_decision = meter.stop(decided, {POSTGRES: await backend_pids(url)})[
+            "cpu_ms_per_decision"
+        ]
     await retire(url, copies)
-    decided = statuses["200"]
     return rate(
         decided,
         seconds,
@@ -685,9 +682,9 @@ async def bare_http_ceiling(
         statuses=dict(statuses),
         p50_ms=round(statistics.median(latency), 1) if latency else 0.0,
         p99_ms=round(percentile(latency, 0.99), 1),
-        server_cpu_ms_per_decision=round(1000 * used / decided, 2) if decided else 0.0,
-        client_cpu_ms_per_decision=round(1000 * client_cpu / decided, 2) if decided else 0.0,
-        postgres_cpu_ms_per_decision=round(1000 * pg_used / decided, 2) if decided else 0.0,
+        server_cpu_ms_per_decision=per_decision["servers"],
+        client_cpu_ms_per_decision=per_decision["bench client"],
+        postgres_cpu_ms_per_decision=per_decision[POSTGRES],
     )
 
 
