@@ -244,7 +244,9 @@ class PendingCall:
     def to_json(self) -> dict[str, Any]:
         """The request as JSON. A shown copy that could not be read back (``Unreadable``) is
         ``"shown": null`` with ``"shown_unreadable": true``: never the empty object, which
-        would pass for a copy that shows no arguments."""
+        would pass for a copy that shows no arguments. ``"shown_changed": true`` says the
+        stored copy is not the one recorded (its digest differs: rewritten behind the engine's
+        back), readable or not; the inbox and the API never list such a request."""
         unreadable = isinstance(self.shown, Unreadable)
         return {
             "id": self.id,
@@ -254,6 +256,7 @@ class PendingCall:
             "tool": self.tool,
             "shown": None if unreadable else self.shown,
             "shown_unreadable": unreadable,
+            "shown_changed": not self.shown_intact,
             "identity": self.identity,
             "reason": self.reason,
             "interrupt_id": self.interrupt_id,

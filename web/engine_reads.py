@@ -208,6 +208,17 @@ class EngineReads(EngineWiring):
             raise ShownCopyChanged(found.id)
         return found
 
+    async def newest_requests(self, limit: int, *, viewer: str) -> list[PendingCall]:
+        """The newest requests of any status, for the operator console (``pending list
+        --all``): every one, those whose shown copy changed included (each marked by
+        ``shown_intact`` and recorded once, as ``shown_requests`` records them)."""
+        _check_limit(limit)
+        found = await self.requests.search(None, limit)
+        for request in found:
+            if not request.shown_intact:
+                await self.requests.record_tampered(request, principal=viewer)
+        return found
+
     async def shown_requests(
         self, requests: list[PendingCall], *, viewer: str
     ) -> list[PendingCall]:
@@ -230,10 +241,14 @@ def _start(
 ) -> tuple[datetime, tuple[datetime, str] | None]:
     """Where a listing's page starts: the first page's moment (now, or the cursor's) and the
     keyset position after which it resumes (``None``: the first page)."""
-    if not 1 <= limit <= MAX_PAGE:
-        raise InvalidValue("limit", f"must be 1 to {MAX_PAGE}")
+    _check_limit(limit)
     filters.check()
     if cursor is None:
         return datetime.now(UTC), None
     position = Cursor.decode(cursor, bound=bound)
     return position.asof, (position.key, position.id)
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidValue("limit", f"must be 1 to {MAX_PAGE}")

@@ -289,3 +289,48 @@ async def test_pending_all_marks_a_shown_copy_it_cannot_read(
     assert by_id[bad]["shown_unreadable"] is True
     assert by_id[good]["shown"]["args"]["order_id"] == "1002"
     assert by_id[good]["shown_unreadable"] is False
+    assert by_id[bad]["shown_changed"] is True
+    assert by_id[good]["shown_changed"] is False
+
+
+async def test_pending_all_marks_a_readable_shown_copy_that_was_changed(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    """A shown copy an insider rewrote to other arguments still reads back: ``pending list
+    --all`` prints it after an explicit marker (JSON ``"shown_changed": true``), never as the
+    copy the approver would have been shown, and records the tampering once however often it
+    is listed. The inbox leaves it out."""
+    changed = (await start_refund(engine)).pending[0]
+    intact = (await start_refund(engine, "refund 1002")).pending[0]
+    await execute(
+        engine,
+        "update approval_requests set shown = jsonb_set(shown, '{args,order_id}', '\"9999\"')"
+        " where id = %s",
+        changed,
+    )
+    for _ in range(2):
+        text = await invoke(cli_env, "pending", "list", "--all")
+        assert text.code == 0, text.stderr
+    lines = {line.split()[0]: line for line in text.stdout.splitlines()}
+    assert "<changed: not the copy recorded> {" in lines[changed]
+    assert '"order_id": "9999"' in lines[changed]
+    assert "<changed" not in lines[intact]
+
+    listed = await invoke(cli_env, "pending", "list", "--all", "--json")
+    by_id = {r["id"]: r for r in listed.json()}
+    assert by_id[changed]["shown_changed"] is True
+    assert by_id[changed]["shown_unreadable"] is False
+    assert by_id[changed]["shown"]["args"]["order_id"] == "9999"
+    assert by_id[intact]["shown_changed"] is False
+
+    async with engine.connection() as conn:
+        cursor = await conn.execute(
+            "select request_id::text as request_id, principal from audit_events"
+            " where kind = 'request.tampered'"
+        )
+        tampered = await cursor.fetchall()
+    assert [r["request_id"] for r in tampered] == [changed]
+    assert str(tampered[0]["principal"]).startswith("cli:")
+
+    inbox = await invoke(cli_env, "pending", "list", "--json")
+    assert [r["id"] for r in inbox.json()] == [intact]

@@ -30,13 +30,17 @@ pending_app = typer.Typer(no_args_is_help=True, help="Calls waiting for a decisi
 
 #: In place of the arguments of a request whose shown copy could not be read back.
 UNREADABLE_SHOWN = "<unreadable: stored copy changed>"
+#: Before the arguments of a request whose stored copy reads back, but is not the one recorded.
+CHANGED_SHOWN = "<changed: not the copy recorded>"
 
 
 def shown_args(request: dict[str, Any]) -> str:
-    """A listed request's shown arguments as one line of JSON, or ``UNREADABLE_SHOWN``."""
+    """A listed request's shown arguments as one line of JSON, ``UNREADABLE_SHOWN``, or the
+    stored arguments after ``CHANGED_SHOWN`` when they are not those recorded."""
     if request["shown_unreadable"]:
         return UNREADABLE_SHOWN
-    return json.dumps(request["shown"].get("args"))
+    args = json.dumps(request["shown"].get("args"))
+    return f"{CHANGED_SHOWN} {args}" if request["shown_changed"] else args
 
 
 @pending_app.command("list")
@@ -72,7 +76,8 @@ def pending_list(
 
     async def main(engine: Engine) -> tuple[list[dict[str, Any]], str | None]:
         if include_all:
-            return [r.to_json() for r in await engine.requests.search(None, limit)], None
+            found = await engine.newest_requests(limit, viewer=default_principal())
+            return [r.to_json() for r in found], None
         page = await engine.pending_page(
             None,
             order=PendingOrder.NEWEST if newest else PendingOrder.DEADLINE,
