@@ -104,9 +104,10 @@ async def admitted_bearer(request: Request) -> AsyncIterator[Principal]:
         yield await bearer(request)
 
 
-#: The principal of a short API call: the bearer token's, within the API gate. Streams and run
-#: starts take ``Caller``: a stream lives for minutes and a start runs its agent's step (and
-#: has the engine's own bound, ``Engine._starting``); either would hold the gate throughout.
+#: The principal of a short API call: the bearer token's, within the API gate. Streams, run
+#: starts, cancels and retries take ``Caller``: a stream lives for minutes, a start runs its
+#: agent's step, and a cancel or retry waits for a step in progress to settle (those three have
+#: the engine's own bound, ``Engine._lock_holders``); each would hold the gate throughout.
 Admitted = Annotated[Principal, Depends(admitted_bearer)]
 
 
@@ -309,7 +310,7 @@ def router() -> APIRouter:
         summary="Cancel a running or waiting run (its starter, or an operator)",
     )
     async def cancel_run(
-        request: Request, run_id: str, principal: Admitted, body: CancelIn | None = None
+        request: Request, run_id: str, principal: Caller, body: CancelIn | None = None
     ) -> CancelOut:
         try:
             cancelled = await engine_of(request).cancel_run(
@@ -325,7 +326,7 @@ def router() -> APIRouter:
         summary="Queue again the failed resumes of a waiting run (an operator)",
     )
     async def retry_run(
-        request: Request, run_id: str, principal: Admitted, body: RetryIn | None = None
+        request: Request, run_id: str, principal: Caller, body: RetryIn | None = None
     ) -> RetryOut:
         try:
             retried = await engine_of(request).retry_run(

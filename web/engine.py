@@ -129,18 +129,19 @@ class Engine(EngineReads, EngineEdits):
                 )
                 raise RunNotAllowed(thread_id, "this thread holds another principal's runs")
         started_by = principal.id if isinstance(principal, Principal) else principal
-        async with self._starting:
+        async with self._lock_holders:
             return await self.runner.start(
                 graph, input, principal=started_by, thread_id=thread_id, observe=observe
             )
 
     @cached_property
-    def _starting(self) -> asyncio.Semaphore:
-        """How many runs this process starts at once. A starting run holds one pool connection
-        for its thread's lock and takes more while its step runs: with as many starts as the
-        pool has connections, each held one and waited for another for ever. At most half the
-        pool (less two) start at once, so lock holders (these and the worker's resumes, which
-        ``check_pool_size`` bounds the same way) never take the whole pool; the rest wait."""
+    def _lock_holders(self) -> asyncio.Semaphore:
+        """How many of this process's calls hold or wait for a thread's lock at once: runs
+        starting, and cancels and retries (which wait for a step in progress to settle). Each
+        holds a pool connection throughout: with as many starts as the pool has connections,
+        each held one and waited for another for ever. At most half the pool (less two) at
+        once, so lock holders (these and the worker's resumes, which ``check_pool_size`` bounds
+        the same way) never take the whole pool; the rest wait here, holding nothing."""
         return asyncio.Semaphore(max(1, (self.settings.pool_max_size - 2) // 2))
 
     async def decide(
@@ -232,7 +233,8 @@ class Engine(EngineReads, EngineEdits):
             may=lambda run, who: run.started_by == who.id or self.rules.is_operator(who),
             why="only the run's starter or an operator may cancel it",
         )
-        return await self.operations.cancel(run, principal=principal, reason=reason)
+        async with self._lock_holders:
+            return await self.operations.cancel(run, principal=principal, reason=reason)
 
     async def retry_run(
         self, run_id: str, *, by: Principal | str, reason: str | None = None
@@ -252,7 +254,8 @@ class Engine(EngineReads, EngineEdits):
             may=lambda run, who: self.rules.is_operator(who),
             why="only an operator may retry a run's resumes",
         )
-        return await self.operations.retry(run, principal=principal, reason=reason)
+        async with self._lock_holders:
+            return await self.operations.retry(run, principal=principal, reason=reason)
 
     async def _acted_on(
         self,

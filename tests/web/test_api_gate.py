@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.integration.helpers import person_token
+from tests.integration.helpers import person_token, run_status, thread_lock, until
 from web.api import gate_size
 from web.app import create_app
 from web.engine import Engine
@@ -59,3 +59,53 @@ async def test_short_calls_wait_at_the_gate_and_a_start_does_not(
         refused = await api.get("/api/v1/pending", headers={"authorization": "Bearer nope"})
         assert refused.status_code == 401
     assert not gate.locked()
+
+
+async def test_cancels_waiting_for_a_busy_run_leave_the_gate_to_short_calls(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    """A cancel waits for the run's step in progress to settle (its thread's lock). A gate's
+    worth of cancels of one busy run must not hold the gate: an approver's listing goes on
+    while they wait, and once the step settles exactly one of them cancels the run."""
+    settings = Settings(
+        database_url=database_url, data_dir=tmp_path, config_file=tmp_path / "none.toml"
+    )
+    app = create_app(settings, engine=engine, migrate=False)
+    size = gate_size(settings)
+    shop = await person_token(engine, "shop", "agents")
+    lead = await person_token(engine, "lead", "support")
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://app", timeout=60) as api,
+    ):
+        as_shop = {"authorization": f"Bearer {shop}"}
+        started = await api.post(
+            "/api/v1/runs",
+            json={"graph": "refund", "input": {"message": "refund 1001"}},
+            headers=as_shop,
+        )
+        assert started.status_code == 200, started.text
+        run = started.json()
+        async with thread_lock(engine, run["thread_id"]):  # a step of the run is in progress
+            cancels = [
+                asyncio.create_task(
+                    api.post(f"/api/v1/runs/{run['run_id']}/cancel", json={}, headers=as_shop)
+                )
+                for _ in range(size)
+            ]
+            # Every cancel admitted so far waits for the lock: none has finished.
+            await until(
+                engine,
+                "select count(*) > 0 from pg_locks where locktype = 'advisory' and not granted"
+                " and database = (select oid from pg_database where datname = current_database())",
+            )
+            listed = await asyncio.wait_for(
+                api.get("/api/v1/pending", headers={"authorization": f"Bearer {lead}"}), 30
+            )
+            assert listed.status_code == 200
+            assert [r["id"] for r in listed.json()] == run["pending"]
+            assert not any(c.done() for c in cancels)
+        answers = sorted(c.status_code for c in await asyncio.gather(*cancels))
+        assert answers == [200] + [409] * (size - 1)
+        assert await run_status(engine, run["run_id"]) == "cancelled"
