@@ -8,6 +8,7 @@ import signal
 import pytest
 
 from approvals.model import ExecutionStatus
+from storage.queue import CHANNEL
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
 from tests.integration.processes import cli, eventually, spawn
 from web.engine import Engine
@@ -124,13 +125,28 @@ async def test_a_worker_killed_during_the_tool_is_reconciled_never_rerun(
     assert (await cli(cli_env, "outcomes", "list", "--json")).json() == []
 
 
+async def _listening(engine: Engine) -> bool:
+    """Whether a backend of another process LISTENs on the resume queue's channel in this
+    test's database (pg_stat_activity shows a connection's last statement)."""
+    return bool(
+        await scalar(
+            engine,
+            "select count(*) from pg_stat_activity where datname = current_database()"
+            " and pid <> pg_backend_pid() and query = %s",
+            f"LISTEN {CHANNEL}",
+        )
+    )
+
+
 async def test_a_running_worker_wakes_on_a_decision(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     worker = await spawn(cli_env, "worker")
     try:
         run = await start_refund(engine)
-        await asyncio.sleep(2)  # let the worker start listening
+        # The decision must wake the worker, not its poll: wait until it LISTENs, which it
+        # does once it found the queue empty (a fixed 2 s sleep before).
+        await eventually(lambda: _listening(engine), timeout=60, interval=0.05)
         await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
 
         async def completed() -> bool:
