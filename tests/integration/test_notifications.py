@@ -22,7 +22,8 @@ from approvals.notify import (
     verify_signature,
 )
 from tests.integration.helpers import scalar, start_refund
-from tests.integration.processes import cli, eventually, spawn
+from tests.integration.inprocess import invoke
+from tests.integration.processes import eventually, spawn
 from tests.integration.receivers import HttpReceiver, MailRecorder, http_receiver, smtp_receiver
 from web.engine import Engine, open_engine
 from web.notifier import Notifier
@@ -245,7 +246,7 @@ async def test_operators_read_the_delivery_log_from_the_cli(
         other = (await start_refund(engine)).pending[0]
         await pass_until(notifier, lambda: len(hook.requests) == 3)
 
-    listed = await cli(cli_env, "notifications", "list", "--json")
+    listed = await invoke(cli_env, "notifications", "list", "--json")
     assert listed.code == 0, listed.stderr
     deliveries = json.loads(listed.stdout)
     assert sorted(d["request_id"] for d in deliveries) == sorted([request_id, other])
@@ -254,20 +255,20 @@ async def test_operators_read_the_delivery_log_from_the_cli(
     }
     assert sorted(d["attempts"] for d in deliveries) == [1, 2]
 
-    one = await cli(cli_env, "notifications", "list", "--request", other, "--json")
+    one = await invoke(cli_env, "notifications", "list", "--request", other, "--json")
     assert [d["request_id"] for d in json.loads(one.stdout)] == [other]
-    none = await cli(cli_env, "notifications", "list", "--status", "failed", "--json")
+    none = await invoke(cli_env, "notifications", "list", "--status", "failed", "--json")
     assert none.code == 0
     assert json.loads(none.stdout) == []
 
     retried = next(d["request_id"] for d in deliveries if d["attempts"] == 2)
-    log = await cli(cli_env, "notifications", "log", retried, "--json")
+    log = await invoke(cli_env, "notifications", "log", retried, "--json")
     assert log.code == 0, log.stderr
     assert [(a["attempt"], a["status"], a["response_code"]) for a in json.loads(log.stdout)] == [
         (1, "retry", 503),
         (2, "sent", 200),
     ]
-    text = await cli(cli_env, "notifications", "log", retried)
+    text = await invoke(cli_env, "notifications", "log", retried)
     assert "attempt 1: retry 503" in text.stdout
     assert "attempt 2: sent 200" in text.stdout
 
@@ -278,7 +279,7 @@ async def test_operators_read_the_delivery_log_from_the_cli(
         ("list", "--status", "lost"),
         ("list", "--limit", "0"),
     ):
-        bad = await cli(cli_env, "notifications", *args)
+        bad = await invoke(cli_env, "notifications", *args)
         assert bad.code == 2, (args, bad)
         assert "Traceback" not in bad.stderr
 
