@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.helpers import side_effects
 from tests.integration.inprocess import invoke
-from tests.integration.processes import cli, spawn
+from tests.integration.processes import spawn
 from web.engine import Engine
 
 pytestmark = pytest.mark.slow
@@ -96,8 +96,8 @@ async def test_the_demo_runs_the_openai_sdk_agent_and_finishes_once_decided(
         found = re.search(r"approvals decide ([0-9a-f-]{36}) approve", line)
         if found:
             request_id = found.group(1)
-    decided = await cli(cli_env, "decide", request_id, "reject", "--reason", "not eligible",
-                        "--as", "demo:approver")  # fmt: skip
+    decided = await invoke(cli_env, "decide", request_id, "reject", "--reason", "not eligible",
+                           "--as", "demo:approver")  # fmt: skip
     assert decided.code == 0, decided.stderr
     rest, _ = await asyncio.wait_for(demo.communicate(), 120)
     printed = "".join(seen) + rest.decode()
@@ -114,6 +114,6 @@ async def test_the_demo_runs_the_openai_sdk_agent_and_finishes_once_decided(
 
 
 async def test_the_demo_refuses_an_unknown_agent(cli_env: dict[str, str]) -> None:
-    result = await cli(cli_env, "demo", "--agent", "nope", "--port", "0")
+    result = await invoke(cli_env, "demo", "--agent", "nope", "--port", "0")
     assert result.code == 4, result.stderr
     assert "unknown graph" in result.stderr

@@ -10,6 +10,7 @@ import pytest
 from approvals.model import ExecutionStatus
 from storage.queue import CHANNEL
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
+from tests.integration.inprocess import invoke
 from tests.integration.processes import cli, eventually, spawn
 from web.engine import Engine
 
@@ -105,24 +106,26 @@ async def test_a_worker_killed_during_the_tool_is_reconciled_never_rerun(
     executions = {e.call_id: e.status for e in await engine.ledger.for_run(run.run_id)}
     assert executions["refund-1001"] is ExecutionStatus.OUTCOME_UNKNOWN
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
-    report = await cli(cli_env, "runs", "show", run.run_id, "--json")
+    # The recovery was a brand-new process; what follows (the operator's view, the
+    # reconciliation and its resume) is the same command run in this one.
+    report = await invoke(cli_env, "runs", "show", run.run_id, "--json")
     shown = {e["call_id"]: e["status"] for e in report.json()["tool_executions"]}
     assert shown["refund-1001"] == "outcome_unknown"
     # The run waits for an operator; the refund did go out, so they say so.
     assert report.json()["status"] == "waiting"
     [reconcile] = report.json()["pending"]
-    listed = (await cli(cli_env, "outcomes", "list", "--json")).json()
+    listed = (await invoke(cli_env, "outcomes", "list", "--json")).json()
     assert [(o["call_id"], o["request_id"]) for o in listed] == [("refund-1001", reconcile)]
-    decided = await cli(cli_env, "decide", reconcile, "approve", "--as", "olga")
+    decided = await invoke(cli_env, "decide", reconcile, "approve", "--as", "olga")
     assert decided.code == 0, decided.stderr
-    assert (await cli(cli_env, "worker", "--drain")).json() == {"resumed": 1}
+    assert (await invoke(cli_env, "worker", "--drain")).json() == {"resumed": 1}
     executions = {e.call_id: e.status for e in await engine.ledger.for_run(run.run_id)}
     assert executions["refund-1001"] is ExecutionStatus.SUCCEEDED
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1  # never run again
     finished = await engine.runs.get(run.run_id)
     assert finished is not None
     assert finished.status == "completed"
-    assert (await cli(cli_env, "outcomes", "list", "--json")).json() == []
+    assert (await invoke(cli_env, "outcomes", "list", "--json")).json() == []
 
 
 async def _listening(engine: Engine) -> bool:
