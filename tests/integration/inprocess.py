@@ -13,9 +13,14 @@ from tests.integration.processes import Result
 from web.cli import app
 
 
-async def invoke(env: dict[str, str], *args: str) -> Result:
-    """Run ``approvals ARGS`` with exactly ``env``'s APPROVALS_* settings (others unset). On a
-    thread: the command runs its own event loop."""
+async def invoke(env: dict[str, str], *args: str, stdin: str | None = None) -> Result:
+    """Run ``approvals ARGS`` with exactly ``env``'s APPROVALS_* settings (others unset) and
+    ``stdin`` on its standard input. On a thread: the command runs its own event loop."""
+    return await asyncio.to_thread(run, env, *args, stdin=stdin)
+
+
+def run(env: dict[str, str], *args: str, stdin: str | None = None) -> Result:
+    """``invoke`` for a test that is not a coroutine (no event loop of its own running)."""
     settings: dict[str, str | None] = {k: None for k in os.environ if k.startswith("APPROVALS_")}
     settings.update({k: v for k, v in env.items() if k.startswith("APPROVALS_")})
     # A command configures logging as a process of its own would: one handler on its stderr
@@ -24,8 +29,8 @@ async def invoke(env: dict[str, str], *args: str) -> Result:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        result = await asyncio.to_thread(
-            CliRunner().invoke, app, list(args), env=settings, catch_exceptions=False
+        result = CliRunner().invoke(
+            app, list(args), input=stdin, env=settings, catch_exceptions=False
         )
     finally:
         for handler in list(root.handlers):

@@ -314,7 +314,8 @@ async def test_cli_users_add_errors_are_one_line_with_their_exit_code(
     engine: Engine, cli_env: dict[str, str], stdin: str, args: list[str], code: int, message: str
 ) -> None:
     await engine.accounts.add_user("taken", PASSWORD, ["ops"])
-    result = await _cli_stdin(cli_env, stdin, "users", "add", *args)
+    # In process: an exit-code contract (the stdin test above runs the real command).
+    result = await invoke(cli_env, "users", "add", *args, stdin=stdin)
     assert result.code == code, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -1,18 +1,21 @@
-"""``approvals policy check`` and ``approvals policy test``: the real command, no database.
+"""``approvals policy check`` and ``approvals policy test``: the command, no database.
 
-The database URL points at a closed port, so a command that tried to connect would fail.
+The database URL points at a closed port, so a command that tried to connect would fail. The
+command runs in this process (``tests/integration/inprocess.py``): these are contract checks of
+its output and exit codes, which need no process of their own (a child paid ~1 s of imports a
+call); ``tests/integration/test_cli.py`` runs the real ``approvals`` script where that matters.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.integration.processes import APPROVALS, Result
+from tests.integration.inprocess import run
+from tests.integration.processes import Result
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +30,7 @@ def no_database_env() -> dict[str, str]:
 
 
 def policy_cli(env: dict[str, str], *args: str) -> Result:
-    done = subprocess.run(
-        [APPROVALS, "policy", *args], env=env, capture_output=True, text=True, timeout=60
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
+    return run(env, "policy", *args)
 
 
 def test_check_accepts_the_shipped_policy(no_database_env: dict[str, str]) -> None:
