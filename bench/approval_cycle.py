@@ -2,10 +2,12 @@
 
     python bench/approval_cycle.py [--json] [--trace N] [--pyinstrument]
 
-Both variants run the same agent shape on the same database, connection pool and
-``AsyncPostgresSaver``: a scripted model proposes one ``issue_refund`` call, the tool step
-pauses with ``interrupt()``, is resumed, runs the tool once (one ``demo_side_effects`` row, as
-the example refund tool does) and the model gives its final answer.
+Both variants run the same agent shape on the same database and connection pool, bare on
+LangGraph's ``AsyncPostgresSaver`` as shipped, ours on the engine's (``PooledSaver``: the same
+statements without the stock saver's one lock; ``--bare-saver engine`` gives bare the same):
+a scripted model proposes one ``issue_refund`` call, the tool step pauses with ``interrupt()``,
+is resumed, runs the tool once (one ``demo_side_effects`` row, as the example refund tool does)
+and the model gives its final answer.
 
 * bare: ``ainvoke(input)`` up to the interrupt, then ``ainvoke(Command(resume=...))``.
 * ours: ``runner.start`` (pause, record) -> ``engine.decide`` (consume, queue) ->
@@ -72,6 +74,7 @@ from urllib.parse import urlsplit, urlunsplit
 from agent_hooks import InterceptionEmitter, Verdict
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 from pydantic import Field
@@ -781,7 +784,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             )
         async with open_engine(url, settings) as engine, AsyncExitStack() as stack:
             graph = engine.registry.get(GRAPH)
-            bare = build_bare(graph.checkpointer, engine.effects)
+            # Bare LangGraph as a user has it: the stock saver on the same pool (the engine's
+            # own, storage.checkpoints.PooledSaver, only with --bare-saver engine).
+            bare_saver = (
+                graph.checkpointer
+                if args.bare_saver == "engine"
+                else AsyncPostgresSaver(engine._db.pool)
+            )
+            bare = build_bare(bare_saver, engine.effects)
             tracker = TrackingRunner(engine.runner)
             worker = Worker(runner=tracker, queue=engine.queue)  # type: ignore[arg-type]
             dbos: DbosCycle | None = None
@@ -908,6 +918,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "pool_max_size": settings.pool_max_size,
         "resume_path": "Worker.process_one() called in-line (LISTEN/NOTIFY wake-up not counted)",
         "bare_durability": args.bare_durability,
+        "bare_saver": args.bare_saver,
         "emitter": emitter_class().__name__,
         "dbos": (
             {
@@ -973,7 +984,8 @@ def render(report: dict[str, Any]) -> str:
         f"python {report['python']} on {report['event_loop']}'s loop, {report['cpus']} cpus,"
         " load average " + " ".join(f"{x:.2f}" for x in report["load_average"]),
         f"ours resumes via {report['resume_path']}; bare runs with durability="
-        f"{report['bare_durability']}, ours with sync; emitter {report['emitter']}",
+        f"{report['bare_durability']}, ours with sync; bare's saver {report['bare_saver']}; "
+        f"emitter {report['emitter']}",
         f"dbos: {dbos['version']}, system tables in a database of their own"
         if "version" in dbos
         else f"dbos: NOT measured: {dbos['missing']}",
@@ -1091,6 +1103,13 @@ def main(argv: list[str] | None = None) -> int:
         default="async",
         help="LangGraph durability of the bare variant (ours always runs sync: a step's "
         "checkpoint is written before the next step starts); default async, LangGraph's own",
+    )
+    parser.add_argument(
+        "--bare-saver",
+        choices=("stock", "engine"),
+        default="stock",
+        help="the checkpointer of bare and the floors: LangGraph's AsyncPostgresSaver as "
+        "shipped (default), or the engine's PooledSaver, to see what the saver alone changes",
     )
     parser.add_argument("--no-dbos", action="store_true", help="leave the DBOS variant out")
     parser.add_argument(

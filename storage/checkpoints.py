@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from psycopg import AsyncCursor
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from approvals.model import (
@@ -20,9 +24,38 @@ from storage.db import Connection, Database, Row
 from storage.requests import joined_decision
 
 
+class PooledSaver(AsyncPostgresSaver):
+    """LangGraph's Postgres saver on a pool, without the saver's one lock.
+
+    ``AsyncPostgresSaver`` takes one ``asyncio.Lock`` around every operation, held from taking
+    a connection to the end of its statements: it serves a single shared connection too, which
+    one coroutine at a time may use. On a pool every operation has a connection of its own, so
+    the lock only queued the whole process's checkpoint writes behind each other (16 runs
+    stepping at once waited on one lock, and a step's background writes held up its own
+    checkpoint). Here each operation takes its own pooled connection and nothing else: the same
+    statements, in the same pipeline per operation. What must follow what still does:
+    LangGraph chains each checkpoint after the previous one and, with ``durability="sync"``,
+    waits for it before the next step; a step's writes are its own rows, keyed by checkpoint
+    and task."""
+
+    def __init__(self, pool: AsyncConnectionPool[Connection]) -> None:
+        super().__init__(pool)
+        self._pool = pool
+
+    @asynccontextmanager
+    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
+        async with self._pool.connection() as conn:
+            if pipeline:
+                async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
+                    yield cur
+            else:
+                async with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                    yield cur
+
+
 def make_saver(pool: AsyncConnectionPool[Connection]) -> AsyncPostgresSaver:
     """The saver, sharing the engine's pool (configured as it requires)."""
-    return AsyncPostgresSaver(pool)
+    return PooledSaver(pool)
 
 
 class PgResumeChecks:
