@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -44,13 +44,14 @@ class PooledSaver(AsyncPostgresSaver):
 
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
-        async with self._pool.connection() as conn:
+        async with self._pool.connection() as conn, AsyncExitStack() as stack:
             if pipeline:
-                async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
-            else:
-                async with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                    yield cur
+                # One pipeline; on a libpq without pipeline mode, one transaction.
+                await stack.enter_async_context(
+                    conn.pipeline() if self.supports_pipeline else conn.transaction()
+                )
+            async with conn.cursor(binary=True, row_factory=dict_row) as cur:
+                yield cur
 
 
 def make_saver(pool: AsyncConnectionPool[Connection]) -> AsyncPostgresSaver:

@@ -65,3 +65,24 @@ async def test_a_blocked_write_does_not_hold_up_another_threads_checkpoint(
             await conn.execute("SELECT channel FROM checkpoint_writes WHERE thread_id = 'thread-a'")
         ).fetchall()
     assert [r["channel"] for r in rows] == ["answer"]
+
+
+async def test_without_pipeline_mode_the_saver_still_stores_and_reads_back(
+    engine: Engine,
+) -> None:
+    """On a libpq without pipeline mode the saver's multi-statement operations (a checkpoint's
+    blobs and row) run in a transaction instead, as LangGraph's own saver does; what is written
+    reads back the same."""
+    saver = PooledSaver(engine._db.pool)
+    saver.supports_pipeline = False
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": ["a blob, not an inline value"]}
+    checkpoint["channel_versions"] = {"messages": "1"}
+    stored = await saver.aput(
+        config("thread-c"), checkpoint, {"source": "input", "step": -1}, {"messages": "1"}
+    )
+    await saver.aput_writes(stored, [("answer", 42)], "task-c")
+    found = await saver.aget_tuple(stored)
+    assert found is not None
+    assert found.checkpoint["channel_values"] == {"messages": ["a blob, not an inline value"]}
+    assert [(w[1], w[2]) for w in found.pending_writes or []] == [("answer", 42)]
