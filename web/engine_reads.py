@@ -211,12 +211,10 @@ class EngineReads(EngineWiring):
     async def newest_requests(self, limit: int, *, viewer: str) -> list[PendingCall]:
         """The newest requests of any status, for the operator console (``pending list
         --all``): every one, those whose shown copy changed included (each marked by
-        ``shown_intact`` and recorded once, as ``shown_requests`` records them)."""
+        ``shown_intact``, and recorded by ``shown_requests`` as every listing records them)."""
         _check_limit(limit)
         found = await self.requests.search(None, limit)
-        for request in found:
-            if not request.shown_intact:
-                await self.requests.record_tampered(request, principal=viewer)
+        await self.shown_requests(found, viewer=viewer)
         return found
 
     async def shown_requests(
