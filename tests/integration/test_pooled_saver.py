@@ -9,6 +9,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from storage.checkpoints import PooledSaver
 from tests.integration.helpers import until
@@ -86,3 +88,83 @@ async def test_without_pipeline_mode_the_saver_still_stores_and_reads_back(
     assert found is not None
     assert found.checkpoint["channel_values"] == {"messages": ["a blob, not an inline value"]}
     assert [(w[1], w[2]) for w in found.pending_writes or []] == [("answer", 42)]
+
+
+async def stored_rows(engine: Engine, thread_id: str) -> dict[str, list[tuple[Any, ...]]]:
+    """What a thread's checkpoints left in LangGraph's three tables, thread id left out."""
+    queries = {
+        "checkpoints": "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, type,"
+        " checkpoint, metadata FROM checkpoints WHERE thread_id = %s ORDER BY checkpoint_id",
+        "checkpoint_blobs": "SELECT checkpoint_ns, channel, version, type, blob"
+        " FROM checkpoint_blobs WHERE thread_id = %s ORDER BY channel, version",
+        "checkpoint_writes": "SELECT checkpoint_ns, checkpoint_id, task_id, task_path, idx,"
+        " channel, type, blob FROM checkpoint_writes WHERE thread_id = %s"
+        " ORDER BY checkpoint_id, task_id, idx",
+    }
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    async with engine.connection() as conn:
+        for table, sql in queries.items():
+            rows = await (await conn.execute(sql, (thread_id,))).fetchall()
+            out[table] = [tuple(r.values()) for r in rows]
+    return out
+
+
+async def test_checkpoints_and_writes_are_stored_as_the_stock_saver_stores_them(
+    engine: Engine,
+) -> None:
+    """PooledSaver serializes on the loop with its own aput/aput_writes: the same calls through
+    it and through LangGraph's AsyncPostgresSaver leave the same rows, byte for byte, and read
+    back the same: inline primitives, blobs, a delta snapshot, a parent link, the metadata,
+    writes to ordinary channels (kept as first written) and to special ones (replaced)."""
+    ours = PooledSaver(engine._db.pool)
+    stock = AsyncPostgresSaver(engine._db.pool)
+
+    async def script(saver: AsyncPostgresSaver, thread_id: str) -> list[Any]:
+        first = empty_checkpoint()
+        first["id"] = "1ef00000-0000-6000-8000-000000000001"
+        first["ts"] = "2026-12-01T00:00:00+00:00"
+        first["channel_values"] = {"count": 3, "flag": True, "none": None, "text": "inline"}
+        first["channel_versions"] = {"count": "1", "flag": "1", "none": "1", "text": "1"}
+        one = await saver.aput(config(thread_id), first, {"source": "input", "step": -1}, {})
+        second = empty_checkpoint()
+        second["id"] = "1ef00000-0000-6000-8000-000000000002"
+        second["ts"] = "2026-12-01T00:00:01+00:00"
+        second["channel_values"] = {
+            "count": 4,
+            "messages": [{"role": "user", "content": "refund \u00e9 1001"}],
+            "history": _DeltaSnapshot(["a", "b"]),
+            "nested": {"a": [1, 2.5, None]},
+        }
+        second["channel_versions"] = {"count": "2", "messages": "1", "history": "1", "nested": "1"}
+        two = await saver.aput(
+            one,
+            second,
+            {"source": "loop", "step": 0, "parents": {}},
+            {"count": "2", "messages": "1", "history": "1", "nested": "1"},
+        )
+        await saver.aput_writes(two, [("messages", ["first"]), ("count", 5)], "task-1", "p")
+        await saver.aput_writes(two, [("messages", ["second try"])], "task-1", "p")
+        await saver.aput_writes(two, [("__interrupt__", {"value": 1})], "task-2")
+        await saver.aput_writes(two, [("__interrupt__", {"value": 2})], "task-2")
+        # Special and ordinary channels in one call: kept as first written, as a whole.
+        await saver.aput_writes(two, [("__error__", "e1"), ("answer", 1)], "task-3")
+        await saver.aput_writes(two, [("__error__", "e2"), ("answer", 2)], "task-3")
+        found = [await saver.aget_tuple(one), await saver.aget_tuple(two)]
+        return [(t.checkpoint, t.metadata, t.pending_writes) for t in found if t is not None]
+
+    ours_read = await script(ours, "thread-ours")
+    stock_read = await script(stock, "thread-stock")
+    assert len(ours_read) == 2
+    assert ours_read == stock_read
+    ours_rows = await stored_rows(engine, "thread-ours")
+    assert ours_rows == await stored_rows(engine, "thread-stock")
+    # What the comparison covers is really there.
+    assert len(ours_rows["checkpoints"]) == 2
+    assert {r[1] for r in ours_rows["checkpoint_blobs"]} == {"messages", "history", "nested"}
+    writes = {(r[2], r[5]): r for r in ours_rows["checkpoint_writes"]}
+    assert len(writes) == 5
+    # The special channel's write was replaced, the ordinary channel's kept as first written.
+    pending = {(task, channel): value for task, channel, value in ours_read[1][2]}
+    assert pending[("task-2", "__interrupt__")] == {"value": 2}
+    assert pending[("task-1", "messages")] == ["first"]
+    assert pending[("task-3", "__error__")] == "e1"
