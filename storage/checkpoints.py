@@ -50,10 +50,12 @@ class PooledSaver(AsyncPostgresSaver):
 
     ``aput`` and ``aput_writes`` also serialize on the event loop, where LangGraph's hand the
     serializer to a thread (``asyncio.to_thread``) and wait for it: a thread hop costs about
-    0.1-0.2 ms here, ten a cycle, and buys nothing, since the serializer holds the GIL while it
-    runs (the loop could only interleave at the interpreter's switch interval). They write the
-    same rows with the same statements (tests/integration/test_pooled_saver.py compares them
-    with the stock saver's, row for row)."""
+    0.1-0.2 ms here, ten a cycle, and buys little, since the serializer holds the GIL while it
+    runs (the loop could only interleave at the interpreter's switch interval; serializing
+    takes about 4 ms a MB of messages here, 9 ms for a 2,000-message conversation, while
+    LangGraph's own step bookkeeping on the loop is already proportional to the state). They
+    write the same rows with the same statements (tests/integration/test_pooled_saver.py
+    compares them with the stock saver's, row for row)."""
 
     def __init__(self, pool: AsyncConnectionPool[Connection]) -> None:
         super().__init__(pool)
