@@ -168,3 +168,41 @@ async def test_checkpoints_and_writes_are_stored_as_the_stock_saver_stores_them(
     assert pending[("task-2", "__interrupt__")] == {"value": 2}
     assert pending[("task-1", "messages")] == ["first"]
     assert pending[("task-3", "__error__")] == "e1"
+
+
+HOSTILE: dict[str, dict[str, Any]] = {
+    "NaN inline": {"x": float("nan")},
+    "lone surrogate inline": {"s": "\ud800"},
+    "lone surrogate in a blob": {"m": ["\ud800"]},
+    "NUL inline": {"s": "a\x00b"},
+    "NUL in a blob": {"m": ["a\x00b"]},
+}
+
+
+async def test_hostile_values_meet_the_same_fate_as_with_the_stock_saver(engine: Engine) -> None:
+    """NaN, lone surrogates and NUL in a checkpoint's values: refused with the same error, or
+    stored and read back the same, through PooledSaver (serializing on the loop) as through
+    LangGraph's saver (serializing in a thread). The engine refuses such input at its edges
+    (check_inputs); this is what reaches the saver from a graph's own code."""
+    fates: dict[str, list[Any]] = {}
+    for name, saver in (
+        ("stock", AsyncPostgresSaver(engine._db.pool)),
+        ("ours", PooledSaver(engine._db.pool)),
+    ):
+        for label, values in HOSTILE.items():
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = values
+            checkpoint["channel_versions"] = {k: "1" for k in values}
+            where = config(f"{name}: {label}")
+            try:
+                await saver.aput(where, checkpoint, {"source": "input", "step": -1}, {"m": "1"})
+            except Exception as exc:
+                fates.setdefault(label, []).append(type(exc).__name__)
+                continue
+            found = await saver.aget_tuple(where)
+            assert found is not None
+            fates.setdefault(label, []).append(found.checkpoint["channel_values"])
+    assert all(len(f) == 2 and f[0] == f[1] for f in fates.values()), fates
+    # Both refusals and stored values are among what was compared.
+    assert fates["NaN inline"][0] == "InvalidTextRepresentation"
+    assert fates["NUL in a blob"][0] == {"m": ["a\x00b"]}
