@@ -1,6 +1,7 @@
 """Approval-cycle latency: bare LangGraph against the full approvals cycle, in one run.
 
-    python bench/approval_cycle.py [--json] [--trace N] [--pyinstrument]
+    python bench/approval_cycle.py [--json] [--resume-path inline|workers] [--trace N]
+                                   [--pyinstrument]
 
 Both variants run the same agent shape on the same database and connection pool, bare on
 LangGraph's ``AsyncPostgresSaver`` as shipped, ours on the engine's (``PooledSaver``: the same
@@ -12,7 +13,11 @@ and the model gives its final answer.
 * bare: ``ainvoke(input)`` up to the interrupt, then ``ainvoke(Command(resume=...))``.
 * ours: ``runner.start`` (pause, record) -> ``engine.decide`` (consume, queue) ->
   ``Worker.process_one`` (claim, lock, re-check, resume, execute, ledger). The worker is
-  called directly, so the LISTEN/NOTIFY wake-up latency of a real worker is not counted.
+  called directly, so the LISTEN/NOTIFY wake-up latency of a real worker is not counted: by
+  each lane, until its own run has been resumed (``--resume-path inline``, the default; at
+  concurrency 16 a lane may first finish another lane's job), or by worker coroutines beside
+  the lanes, one woken per decision, as a deployment runs workers apart from its starters and
+  as DBOS runs its workflows (``--resume-path workers``).
 * floor: the bare cycle plus ``REQUIRED_COMMITS`` one-row commits, the durable writes the
   contract adds (pending-call record, decision, job claim and close, ledger start and finish),
   with no Python of ours at all. ``floor / bare`` is the best ratio any implementation of the
@@ -99,6 +104,13 @@ REQUESTER = "bench-requester"
 APPROVER = "bench-approver"
 #: Ours / bare, at p50 and p99 (issue 16; the long-term aim stays 1.3).
 TARGET = 1.6
+#: ``--resume-path``: how ours' runs are resumed, as the report says it.
+RESUME_PATHS = {
+    "inline": "Worker.process_one() called in-line by each lane until its own run has been "
+    "resumed (LISTEN/NOTIFY wake-up not counted)",
+    "workers": "worker coroutines beside the lanes (as many as lanes), one woken per decision "
+    "(LISTEN/NOTIFY wake-up not counted)",
+}
 
 # --------------------------------------------------------------------------------------
 # The agent, shared by both variants: one model turn proposing one refund, one tool call,
@@ -449,7 +461,46 @@ async def captured_contexts(engine: Any, worker: Any, tracker: TrackingRunner) -
     return seen
 
 
-async def ours_cycle(engine: Any, worker: Any, tracker: TrackingRunner) -> Sample:
+class WorkerTasks:
+    """``--resume-path workers``: worker coroutines beside the lanes, as a deployment runs its
+    workers apart from whoever starts runs (and as DBOS runs its workflows). Each decision
+    wakes one, which claims the oldest queued job (a LISTEN/NOTIFY worker, without the
+    notification's latency); a cycle ends when its own run has been resumed, not when the
+    lane's own claim (perhaps another lane's job) is done."""
+
+    def __init__(self, worker: Any, count: int) -> None:
+        self._worker = worker
+        self._count = count
+        self._wake: asyncio.Queue[None] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[WorkerTasks]:
+        self._tasks = [asyncio.create_task(self._serve()) for _ in range(self._count)]
+        try:
+            yield self
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def wake(self) -> None:
+        self._wake.put_nowait(None)
+
+    async def _serve(self) -> None:
+        while True:
+            await self._wake.get()
+            # One claim per decision; a job another worker's claim transaction still holds is
+            # skipped (SKIP LOCKED), so a claim may find nothing for a moment: try again.
+            while True:
+                if await self._worker.process_one():
+                    break
+                await asyncio.sleep(0.001)
+
+
+async def ours_cycle(
+    engine: Any, worker: Any, tracker: TrackingRunner, workers: WorkerTasks | None = None
+) -> Sample:
     t0 = time.perf_counter()
     async with phase("ours: start (pause, record)"):
         started = await engine.runner.start(GRAPH, {"message": MESSAGE}, principal=REQUESTER)
@@ -461,12 +512,16 @@ async def ours_cycle(engine: Any, worker: Any, tracker: TrackingRunner) -> Sampl
         await engine.decide_as_operator(started.pending[0], "approve", principal=APPROVER)
     t2 = time.perf_counter()
     async with phase("ours: resume (claim .. execute)"):
-        # At c=16 another lane's process_one may claim this lane's job, or this one may
-        # find the queue empty for the moment: claim until this run has been resumed.
-        while not resumed.done():
-            if not await worker.process_one():
-                await asyncio.wait({resumed}, timeout=0.002)
-        outcome = resumed.result()
+        if workers is not None:
+            workers.wake()
+            outcome = await asyncio.wait_for(resumed, 120)
+        else:
+            # At c=16 another lane's process_one may claim this lane's job, or this one may
+            # find the queue empty for the moment: claim until this run has been resumed.
+            while not resumed.done():
+                if not await worker.process_one():
+                    await asyncio.wait({resumed}, timeout=0.002)
+            outcome = resumed.result()
     t3 = time.perf_counter()
     if (
         outcome is None
@@ -794,6 +849,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             bare = build_bare(bare_saver, engine.effects)
             tracker = TrackingRunner(engine.runner)
             worker = Worker(runner=tracker, queue=engine.queue)  # type: ignore[arg-type]
+            workers = None
+            if args.resume_path == "workers":
+                workers = await stack.enter_async_context(WorkerTasks(worker, args.lanes).running())
             dbos: DbosCycle | None = None
             if scratch.dbos_url is not None:
                 dbos = await stack.enter_async_context(
@@ -828,7 +886,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         return Sample(total, phases)
 
                     return dbos_cycle
-                return lambda: ours_cycle(engine, worker, tracker)
+                return lambda: ours_cycle(engine, worker, tracker, workers)
 
             variants = ("bare", "floor", "floor+emit", "ours", *(("dbos",) if dbos else ()))
             for v in variants:  # warm-up: imports, pool growth, plan caches
@@ -916,7 +974,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         "bench": "approval_cycle",
         "database": where,
         "pool_max_size": settings.pool_max_size,
-        "resume_path": "Worker.process_one() called in-line (LISTEN/NOTIFY wake-up not counted)",
+        "resume_path": RESUME_PATHS[args.resume_path],
         "bare_durability": args.bare_durability,
         "bare_saver": args.bare_saver,
         "emitter": emitter_class().__name__,
@@ -1110,6 +1168,14 @@ def main(argv: list[str] | None = None) -> int:
         default="stock",
         help="the checkpointer of bare and the floors: LangGraph's AsyncPostgresSaver as "
         "shipped (default), or the engine's PooledSaver, to see what the saver alone changes",
+    )
+    parser.add_argument(
+        "--resume-path",
+        choices=tuple(RESUME_PATHS),
+        default="inline",
+        help="how ours is resumed: each lane calls Worker.process_one() itself until its own "
+        "run has been resumed (inline, default), or worker coroutines beside the lanes, one woken "
+        "per decision (workers)",
     )
     parser.add_argument("--no-dbos", action="store_true", help="leave the DBOS variant out")
     parser.add_argument(
