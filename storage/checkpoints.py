@@ -125,8 +125,8 @@ class PooledSaver(AsyncPostgresSaver):
         task_path: str = "",
     ) -> None:
         configurable = config["configurable"]
-        # Writes to the special channels (errors, interrupts, ...) replace an earlier attempt's;
-        # any other write is kept as first written.
+        # A call whose writes all go to special channels (errors, interrupts, ...) replaces an
+        # earlier attempt's; any other call's writes, mixed ones included, stay as first written.
         query = (
             self.UPSERT_CHECKPOINT_WRITES_SQL
             if all(channel in WRITES_IDX_MAP for channel, _ in writes)
