@@ -183,6 +183,9 @@ class NewRun:
     graph: str
     started_by: str
     input: Any
+    #: The thread id was made up for this run just now (it is the run's own id): no checkpoint
+    #: can exist on it, so the checkpointer need not look for one before the first step.
+    new_thread: bool = False
 
 
 class RunLease(Protocol):

@@ -142,7 +142,12 @@ class Runner(GraphInvoker):
             # What the graph starts with once the message is approved.
             kept.update(given.state)
         new = NewRun(
-            run_id=run_id, thread_id=thread_id, graph=graph_name, started_by=principal, input=kept
+            run_id=run_id,
+            thread_id=thread_id,
+            graph=graph_name,
+            started_by=principal,
+            input=kept,
+            new_thread=not given_thread,
         )
         # A thread the runner just made up cannot be waiting: no need to look.
         keys = RunKeys(

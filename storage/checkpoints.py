@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -12,6 +13,8 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -32,6 +35,39 @@ from approvals.model import (
 )
 from storage.db import Connection, Database, Row
 from storage.requests import joined_decision
+
+
+class _NewThread:
+    """A thread made up for the run that holds its lock, until something is written on it."""
+
+    __slots__ = ("thread_id",)
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id: str | None = thread_id
+
+
+_new_thread: ContextVar[_NewThread | None] = ContextVar("approvals_new_thread", default=None)
+
+
+@contextmanager
+def new_thread(thread_id: str) -> Iterator[None]:
+    """While a run holds the lock of a thread made up for it (its own fresh id): until the first
+    write on the thread, the saver knows its latest checkpoint is none, and says so without a
+    query (a round trip less at every start; LangGraph reads it before the first step)."""
+    mark = _NewThread(thread_id)
+    _new_thread.set(mark)
+    try:
+        yield
+    finally:
+        # Not reset to the previous value: an async generator's finally may run in another
+        # context. The mark is dead from here on, whatever still sees it.
+        mark.thread_id = None
+
+
+def _written(thread_id: str) -> None:
+    mark = _new_thread.get()
+    if mark is not None and mark.thread_id == thread_id:
+        mark.thread_id = None
 
 
 class PooledSaver(AsyncPostgresSaver):
@@ -72,6 +108,19 @@ class PooledSaver(AsyncPostgresSaver):
             async with conn.cursor(binary=True, row_factory=dict_row) as cur:
                 yield cur
 
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config["configurable"]
+        mark = _new_thread.get()
+        if (
+            mark is not None
+            and mark.thread_id is not None
+            and configurable.get("thread_id") == mark.thread_id
+            and not configurable.get("checkpoint_ns")
+            and not get_checkpoint_id(config)
+        ):
+            return None  # new_thread: nothing was written on it yet
+        return await super().aget_tuple(config)
+
     async def aput(
         self,
         config: RunnableConfig,
@@ -81,6 +130,7 @@ class PooledSaver(AsyncPostgresSaver):
     ) -> RunnableConfig:
         configurable = config["configurable"]
         thread_id, checkpoint_ns = configurable["thread_id"], configurable["checkpoint_ns"]
+        _written(thread_id)
         # Primitive values stay inline in the checkpoint row; the rest become blobs (a delta
         # snapshot leaves ``True`` inline, so that a reader knows to look for its blob).
         inline = dict(checkpoint["channel_values"])
@@ -125,6 +175,7 @@ class PooledSaver(AsyncPostgresSaver):
         task_path: str = "",
     ) -> None:
         configurable = config["configurable"]
+        _written(configurable["thread_id"])
         # A call whose writes all go to special channels (errors, interrupts, ...) replaces an
         # earlier attempt's; any other call's writes, mixed ones included, stay as first written.
         query = (

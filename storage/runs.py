@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from approvals.errors import ApprovalsError
 from approvals.listing import Viewer
 from approvals.model import ExecutionStatus, Run, RunStatus, ToolExecution
 from approvals.ports import NewRun, Settlement
+from storage.checkpoints import new_thread
 from storage.db import Database, Row, json, translated_errors
 from storage.requests import custom_planned
 
@@ -102,7 +103,8 @@ class PgRuns:
                             raise
                         await self._db.one("create_run", params, conn)
                     lease = PgRunLease()
-                    yield lease
+                    with new_thread(new.thread_id) if new.new_thread else nullcontext():
+                        yield lease
                     if lease.settlement is None:
                         await self._db.one("thread_unlock", lock, conn)
                     else:

@@ -12,7 +12,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from storage.checkpoints import PooledSaver
+from storage.checkpoints import PooledSaver, new_thread
 from tests.integration.helpers import until
 from web.engine import Engine
 
@@ -168,6 +168,85 @@ async def test_checkpoints_and_writes_are_stored_as_the_stock_saver_stores_them(
     assert pending[("task-2", "__interrupt__")] == {"value": 2}
     assert pending[("task-1", "messages")] == ["first"]
     assert pending[("task-3", "__error__")] == "e1"
+
+
+def counting_reads(monkeypatch: Any) -> list[str]:
+    """The thread of every checkpoint read that reached the database."""
+    reads: list[str] = []
+    original = AsyncPostgresSaver.aget_tuple
+
+    async def counted(self: AsyncPostgresSaver, config: RunnableConfig) -> Any:
+        reads.append(config["configurable"]["thread_id"])
+        return await original(self, config)
+
+    monkeypatch.setattr(AsyncPostgresSaver, "aget_tuple", counted)
+    return reads
+
+
+async def test_a_new_threads_latest_checkpoint_is_none_until_something_is_written(
+    engine: Engine, monkeypatch: Any
+) -> None:
+    """Within ``new_thread``, the thread's latest checkpoint is none without a query, until a
+    checkpoint or a write is stored on it: from then on, and for any other thread, namespace
+    or checkpoint id, the saver reads the database."""
+    saver = PooledSaver(engine._db.pool)
+    reads = counting_reads(monkeypatch)
+    for write in ("checkpoint", "writes"):
+        thread = f"thread-new-{write}"
+        with new_thread(thread):
+            assert await saver.aget_tuple(config(thread)) is None
+            assert await saver.aget_tuple(config(thread)) is None
+            assert reads == []
+            assert await saver.aget_tuple(config("another-thread")) is None
+            assert (
+                await saver.aget_tuple(config(thread, "1ef00000-0000-6000-8000-00000000000a"))
+                is None
+            )
+            sub: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": "sub"}}
+            assert await saver.aget_tuple(sub) is None
+            assert reads == ["another-thread", thread, thread]
+            reads.clear()
+            checkpoint = empty_checkpoint()
+            stored = await saver.aput(
+                config(thread), checkpoint, {"source": "input", "step": -1}, {}
+            )
+            if write == "writes":
+                await saver.aput_writes(stored, [("answer", 42)], "task-1")
+            found = await saver.aget_tuple(config(thread))
+            assert found is not None
+            assert found.checkpoint["id"] == checkpoint["id"]
+            assert reads == [thread]
+            if write == "writes":
+                assert [(w[1], w[2]) for w in found.pending_writes or []] == [("answer", 42)]
+        reads.clear()
+    # Once the context ends, a thread it named is read again, written on or not.
+    with new_thread("thread-left"):
+        pass
+    assert await saver.aget_tuple(config("thread-left")) is None
+    assert reads == ["thread-left"]
+
+
+async def test_a_run_on_a_thread_made_up_for_it_does_not_read_it_before_its_first_step(
+    engine: Engine, monkeypatch: Any
+) -> None:
+    """The runner's own thread id is new: the start asks the database nothing about its
+    checkpoints before writing the first one; the paused run reads back as paused. A start
+    on a thread the caller names still reads it (it may hold a conversation)."""
+    reads = counting_reads(monkeypatch)
+    graph = engine.registry.get("refund")
+    run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="alice")
+    assert run.status.value == "waiting"
+    assert run.thread_id not in reads
+    state = await graph.aget_state({"configurable": {"thread_id": run.thread_id}})
+    assert state.next
+    assert state.tasks[0].interrupts
+    assert reads.count(run.thread_id) >= 1  # after the start: read from the database
+    named = await engine.runner.start(
+        "refund", {"message": "refund 1001"}, principal="alice", thread_id="thread-named"
+    )
+    assert named.status.value == "waiting"
+    # Once under the lock to see whether it waits, once as LangGraph's first step loads it.
+    assert reads.count("thread-named") >= 2
 
 
 HOSTILE: dict[str, dict[str, Any]] = {
