@@ -473,9 +473,13 @@ class WorkerTasks:
         self._count = count
         self._wake: asyncio.Queue[None] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
+        #: Set with the error of the first worker coroutine that dies, so that a lane waiting
+        #: on its run fails with that error rather than a timeout.
+        self.died: asyncio.Future[None] | None = None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[WorkerTasks]:
+        self.died = asyncio.get_running_loop().create_future()
         self._tasks = [asyncio.create_task(self._serve()) for _ in range(self._count)]
         try:
             yield self
@@ -487,15 +491,31 @@ class WorkerTasks:
     def wake(self) -> None:
         self._wake.put_nowait(None)
 
+    async def outcome(self, resumed: asyncio.Future[Any], seconds: float) -> Any:
+        """``resumed``'s result once a worker has resumed the run; a worker's error if one died
+        first."""
+        assert self.died is not None, "outcome() outside running()"
+        await asyncio.wait({resumed, self.died}, timeout=seconds, return_when="FIRST_COMPLETED")
+        if self.died.done():
+            self.died.result()
+        if not resumed.done():
+            raise TimeoutError(f"no worker resumed the run within {seconds:.0f} s")
+        return resumed.result()
+
     async def _serve(self) -> None:
-        while True:
-            await self._wake.get()
-            # One claim per decision; a job another worker's claim transaction still holds is
-            # skipped (SKIP LOCKED), so a claim may find nothing for a moment: try again.
+        try:
             while True:
-                if await self._worker.process_one():
-                    break
-                await asyncio.sleep(0.001)
+                await self._wake.get()
+                # One claim per decision; a job another worker's claim transaction still holds
+                # is skipped (SKIP LOCKED), so a claim may find nothing for a moment: again.
+                while True:
+                    if await self._worker.process_one():
+                        break
+                    await asyncio.sleep(0.001)
+        except Exception as exc:
+            if self.died is not None and not self.died.done():
+                self.died.set_exception(exc)
+            raise
 
 
 async def ours_cycle(
@@ -514,7 +534,7 @@ async def ours_cycle(
     async with phase("ours: resume (claim .. execute)"):
         if workers is not None:
             workers.wake()
-            outcome = await asyncio.wait_for(resumed, 120)
+            outcome = await workers.outcome(resumed, 120)
         else:
             # At c=16 another lane's process_one may claim this lane's job, or this one may
             # find the queue empty for the moment: claim until this run has been resumed.
