@@ -7,6 +7,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -33,20 +34,43 @@ from approvals.model import (
     ResumeJob,
     RunStatus,
 )
-from storage.db import Connection, Database, Row
+from storage.db import Connection, Database, Row, sql, translated_errors
 from storage.requests import joined_decision
 
 
-class _NewThread:
-    """A thread made up for the run that holds its lock, until something is written on it."""
+class _Known:
+    """What the saver knows of a thread's latest checkpoint without asking the database: that
+    there is none (a thread made up for its run), or the row the resume's check read with it.
+    Good until something is written on the thread, or the run's lease or the job's claim (the
+    thread's lock) ends; a row is handed out once (a tuple is built from it, and LangGraph's
+    loop is free to change what it was given)."""
 
-    __slots__ = ("thread_id",)
+    __slots__ = ("row", "thread_id")
 
-    def __init__(self, thread_id: str) -> None:
+    def __init__(self, thread_id: str, row: DictRow | None) -> None:
         self.thread_id: str | None = thread_id
+        self.row = row
+
+    def forget(self) -> None:
+        self.thread_id = None
+        self.row = None
 
 
-_new_thread: ContextVar[_NewThread | None] = ContextVar("approvals_new_thread", default=None)
+_known: ContextVar[_Known | None] = ContextVar("approvals_known_checkpoint", default=None)
+
+
+def _know(thread_id: str, row: DictRow | None) -> _Known:
+    known = _Known(thread_id, row)
+    _known.set(known)
+    return known
+
+
+def forget_known() -> None:
+    """Whatever this context knew of a thread's latest checkpoint is to be read again (the
+    thread's lock is being released). Forgetting is always safe: it only costs a query."""
+    known = _known.get()
+    if known is not None:
+        known.forget()
 
 
 @contextmanager
@@ -54,20 +78,27 @@ def new_thread(thread_id: str) -> Iterator[None]:
     """While a run holds the lock of a thread made up for it (its own fresh id): until the first
     write on the thread, the saver knows its latest checkpoint is none, and says so without a
     query (a round trip less at every start; LangGraph reads it before the first step)."""
-    mark = _NewThread(thread_id)
-    _new_thread.set(mark)
+    known = _know(thread_id, None)
     try:
         yield
     finally:
         # Not reset to the previous value: an async generator's finally may run in another
         # context. The mark is dead from here on, whatever still sees it.
-        mark.thread_id = None
+        known.forget()
 
 
 def _written(thread_id: str) -> None:
-    mark = _new_thread.get()
-    if mark is not None and mark.thread_id == thread_id:
-        mark.thread_id = None
+    known = _known.get()
+    if known is not None and known.thread_id == thread_id:
+        known.forget()
+
+
+#: The saver's read of a thread's latest checkpoint (``AsyncPostgresSaver.aget_tuple``'s query
+#: without a checkpoint id), to be sent with the resume's check.
+LATEST_CHECKPOINT = (
+    AsyncPostgresSaver.SELECT_SQL
+    + "WHERE thread_id = %s AND checkpoint_ns = %s ORDER BY checkpoint_id DESC LIMIT 1"
+)
 
 
 class PooledSaver(AsyncPostgresSaver):
@@ -91,7 +122,12 @@ class PooledSaver(AsyncPostgresSaver):
     takes about 4 ms a MB of messages here, 9 ms for a 2,000-message conversation, while
     LangGraph's own step bookkeeping on the loop is already proportional to the state). They
     write the same rows with the same statements (tests/integration/test_pooled_saver.py
-    compares them with the stock saver's, row for row)."""
+    compares them with the stock saver's, row for row).
+
+    ``aget_tuple`` answers two reads without a query, both while the thread's lock is held and
+    only until something is written on the thread (``_Known``): the latest checkpoint of a
+    thread the runner just made up is none (``new_thread``), and a resume's first step gets the
+    row the resume check read with its own statement (``PgResumeChecks``), once."""
 
     def __init__(self, pool: AsyncConnectionPool[Connection]) -> None:
         super().__init__(pool)
@@ -110,15 +146,22 @@ class PooledSaver(AsyncPostgresSaver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         configurable = config["configurable"]
-        mark = _new_thread.get()
+        known = _known.get()
         if (
-            mark is not None
-            and mark.thread_id is not None
-            and configurable.get("thread_id") == mark.thread_id
+            known is not None
+            and known.thread_id is not None
+            and configurable.get("thread_id") == known.thread_id
             and not configurable.get("checkpoint_ns")
             and not get_checkpoint_id(config)
         ):
-            return None  # new_thread: nothing was written on it yet
+            row = known.row
+            if row is None:
+                return None  # new_thread: nothing was written on it yet
+            known.forget()
+            # A checkpoint from before LangGraph's format 4 needs its parent's pending sends
+            # moved into it, which the saver's own read does.
+            if row["checkpoint"].get("v", 4) >= 4 or not row["parent_checkpoint_id"]:
+                return await self._load_checkpoint_tuple(row)
         return await super().aget_tuple(config)
 
     async def aput(
@@ -215,9 +258,10 @@ class PgResumeChecks:
             "thread_id": job.thread_id,
             "request_id": job.request_id,
         }
-        row = await self._db.one("begin_resume", params)
+        row, latest = await self._begin_and_read_latest(params, job.thread_id)
         if row is None:  # the statement returns one row whatever exists
             raise RuntimeError("begin_resume returned no row")
+        _know(job.thread_id, latest)
         return ResumeCheck(
             run_status=RunStatus(row["run_status"]) if row["run_status"] else None,
             interrupt_id=self._waiting_on(row["types"] or [], row["blobs"] or [], job.request_id),
@@ -226,6 +270,25 @@ class PgResumeChecks:
             run_input=row["input"] if isinstance(row["input"], dict) else {},
             decided=_decided(row),
         )
+
+    async def _begin_and_read_latest(
+        self, params: dict[str, Any], thread_id: str
+    ) -> tuple[Row | None, DictRow | None]:
+        """``begin_resume``, and the saver's read of the thread's latest checkpoint sent with it
+        (one round trip for both): the resumed graph's first step loads that checkpoint, and
+        ``PooledSaver.aget_tuple`` answers from this read, since under the thread's lock nothing
+        else writes on the thread. The claim forgets it when it ends (``forget_known``)."""
+        with translated_errors():
+            async with self._db.pool.connection() as conn:
+                read = conn.cursor(binary=True, row_factory=dict_row)
+                if not psycopg.Pipeline.is_supported():
+                    began = await conn.execute(sql("begin_resume"), params)
+                    await read.execute(LATEST_CHECKPOINT, (thread_id, ""), binary=True)
+                    return await began.fetchone(), await read.fetchone()
+                async with conn.pipeline():
+                    began = await conn.execute(sql("begin_resume"), params)
+                    await read.execute(LATEST_CHECKPOINT, (thread_id, ""), binary=True)
+                return await began.fetchone(), await read.fetchone()
 
     def _waiting_on(self, types: list[str], blobs: list[bytes], request_id: str) -> str | None:
         for type_, blob in zip(types, blobs, strict=True):

@@ -16,6 +16,7 @@ from psycopg.rows import dict_row
 
 from approvals.model import JobStatus, ResumeJob, RunStatus
 from approvals.ports import Settlement
+from storage.checkpoints import forget_known
 from storage.db import Connection, Database, translated_errors
 from storage.runs import settlement_outcome, settlement_params
 
@@ -68,7 +69,12 @@ class PgResumeQueue:
             if row is None:
                 yield None
                 return
-            yield PgClaimedJob(self._db, conn, ResumeJob.from_row(row))
+            try:
+                yield PgClaimedJob(self._db, conn, ResumeJob.from_row(row))
+            finally:
+                # The thread's lock goes with the claim: what the resume's check read of the
+                # thread's checkpoint may be stale from here on.
+                forget_known()
 
     async def queued(self) -> int:
         row = await self._db.one("queued_jobs", {})

@@ -12,8 +12,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-from storage.checkpoints import PooledSaver, new_thread
-from tests.integration.helpers import until
+from storage.checkpoints import PgResumeChecks, PooledSaver, forget_known, new_thread
+from tests.integration.helpers import side_effects, start_refund, until
 from web.engine import Engine
 
 
@@ -247,6 +247,99 @@ async def test_a_run_on_a_thread_made_up_for_it_does_not_read_it_before_its_firs
     assert named.status.value == "waiting"
     # Once under the lock to see whether it waits, once as LangGraph's first step loads it.
     assert reads.count("thread-named") >= 2
+
+
+def checkpoint_traffic(monkeypatch: Any) -> list[tuple[str, str]]:
+    """(operation, thread) of every checkpoint read that reached the database and of every
+    write, in order."""
+    seen: list[tuple[str, str]] = []
+    read, put, put_writes = (
+        AsyncPostgresSaver.aget_tuple,
+        PooledSaver.aput,
+        PooledSaver.aput_writes,
+    )
+
+    async def counted_read(self: AsyncPostgresSaver, config: RunnableConfig) -> Any:
+        seen.append(("read", config["configurable"]["thread_id"]))
+        return await read(self, config)
+
+    async def counted_put(self: PooledSaver, config: RunnableConfig, *args: Any) -> Any:
+        seen.append(("write", config["configurable"]["thread_id"]))
+        return await put(self, config, *args)
+
+    async def counted_writes(self: PooledSaver, config: RunnableConfig, *args: Any) -> Any:
+        seen.append(("write", config["configurable"]["thread_id"]))
+        return await put_writes(self, config, *args)
+
+    monkeypatch.setattr(AsyncPostgresSaver, "aget_tuple", counted_read)
+    monkeypatch.setattr(PooledSaver, "aput", counted_put)
+    monkeypatch.setattr(PooledSaver, "aput_writes", counted_writes)
+    return seen
+
+
+async def test_a_resume_loads_the_checkpoint_its_check_read_and_then_reads_again(
+    engine: Engine, monkeypatch: Any
+) -> None:
+    """The resume's check reads the thread's latest checkpoint with its own statement (one
+    round trip); the graph's first step loads it from there, not from another query. What
+    the graph then writes is read back from the database: the run completes, the tool once."""
+    run = await start_refund(engine)
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    traffic = checkpoint_traffic(monkeypatch)
+    assert await engine.worker.process_one()
+    ours = [op for op, thread in traffic if thread == run.thread_id]
+    assert ours[0] == "write", ours  # no read of the thread before the resumed step's write
+    assert "write" in ours
+    state = await engine.registry.get("refund").aget_state(
+        {"configurable": {"thread_id": run.thread_id}}
+    )
+    assert not state.next
+    assert str(state.values["messages"][-1].content).startswith("Refunded")
+    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert traffic[-1] == ("read", run.thread_id)  # the state above: from the database
+
+
+async def test_what_the_check_read_is_used_once_and_never_past_a_write_or_the_claim(
+    engine: Engine, monkeypatch: Any
+) -> None:
+    """What the resume's check read of a thread stands for its latest checkpoint only until
+    the first write on the thread, the first load of it, or the end of the claim; another
+    thread, namespace or checkpoint id is always read from the database."""
+    saver = engine.registry.get("refund").checkpointer
+    assert isinstance(saver, PooledSaver)
+    checks = PgResumeChecks(engine._db, saver.serde)
+    run = await start_refund(engine)
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    async with engine.queue.claim() as claimed:
+        assert claimed is not None
+        traffic = checkpoint_traffic(monkeypatch)
+        await checks.begin(claimed.job)
+        sub: RunnableConfig = {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": "x"}}
+        assert await saver.aget_tuple(sub) is None
+        first = await saver.aget_tuple(config(run.thread_id))
+        assert traffic == [("read", run.thread_id)]  # the namespace's; the first load: none
+        again = await saver.aget_tuple(config(run.thread_id))
+        assert traffic == [("read", run.thread_id)] * 2  # handed out once: now read
+        assert first is not None
+        assert again is not None
+        assert first.checkpoint == again.checkpoint
+        assert first.pending_writes == again.pending_writes
+        assert first.config == again.config
+        assert first.metadata == again.metadata
+        # Read again, then written on: the next load goes to the database.
+        await checks.begin(claimed.job)
+        await saver.aput_writes(first.config, [("marker", 1)], "task-test")
+        traffic.clear()
+        written = await saver.aget_tuple(config(run.thread_id))
+        assert traffic == [("read", run.thread_id)]
+        assert written is not None
+        assert ("task-test", "marker", 1) in [tuple(w) for w in written.pending_writes or []]
+        await checks.begin(claimed.job)
+        traffic.clear()
+    # The claim ended (rolled back here: the job stays queued): read from the database.
+    await saver.aget_tuple(config(run.thread_id))
+    assert traffic == [("read", run.thread_id)]
+    forget_known()  # harmless when nothing is known
 
 
 HOSTILE: dict[str, dict[str, Any]] = {
