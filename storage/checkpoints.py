@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any
 
@@ -281,11 +281,8 @@ class PgResumeChecks:
         with translated_errors():
             async with self._db.pool.connection() as conn:
                 read = conn.cursor(binary=True, row_factory=dict_row)
-                if not psycopg.Pipeline.is_supported():
-                    began = await conn.execute(sql("begin_resume"), params)
-                    await read.execute(LATEST_CHECKPOINT, (thread_id, ""), binary=True)
-                    return await began.fetchone(), await read.fetchone()
-                async with conn.pipeline():
+                # On a libpq without pipeline mode: one after the other.
+                async with conn.pipeline() if psycopg.Pipeline.is_supported() else nullcontext():
                     began = await conn.execute(sql("begin_resume"), params)
                     await read.execute(LATEST_CHECKPOINT, (thread_id, ""), binary=True)
                 return await began.fetchone(), await read.fetchone()

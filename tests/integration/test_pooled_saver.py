@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -340,6 +341,32 @@ async def test_what_the_check_read_is_used_once_and_never_past_a_write_or_the_cl
     await saver.aget_tuple(config(run.thread_id))
     assert traffic == [("read", run.thread_id)]
     forget_known()  # harmless when nothing is known
+
+
+async def test_without_pipeline_mode_the_check_and_the_read_still_go_together(
+    engine: Engine, monkeypatch: Any
+) -> None:
+    """On a libpq without pipeline mode the resume check and the checkpoint read run one after
+    the other on one connection; the step's load is still the check's read, and reads back the
+    same as the database's."""
+    saver = engine.registry.get("refund").checkpointer
+    assert isinstance(saver, PooledSaver)
+    monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
+    checks = PgResumeChecks(engine._db, saver.serde)
+    run = await start_refund(engine)
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    async with engine.queue.claim() as claimed:
+        assert claimed is not None
+        traffic = checkpoint_traffic(monkeypatch)
+        check = await checks.begin(claimed.job)
+        assert check.interrupt_id is not None
+        known = await saver.aget_tuple(config(run.thread_id))
+        assert traffic == []
+        read = await saver.aget_tuple(config(run.thread_id))
+        assert traffic == [("read", run.thread_id)]
+        assert known is not None
+        assert read is not None
+        assert (known.checkpoint, known.pending_writes) == (read.checkpoint, read.pending_writes)
 
 
 HOSTILE: dict[str, dict[str, Any]] = {
