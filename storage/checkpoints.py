@@ -60,6 +60,9 @@ _known: ContextVar[_Known | None] = ContextVar("approvals_known_checkpoint", def
 
 
 def _know(thread_id: str, row: DictRow | None) -> _Known:
+    # What the context knew before is forgotten, not only replaced: a task made meanwhile
+    # holds the old holder too, and no claim or lease would forget it for that task.
+    forget_known()
     known = _Known(thread_id, row)
     _known.set(known)
     return known

@@ -369,6 +369,39 @@ async def test_without_pipeline_mode_the_check_and_the_read_still_go_together(
         assert (known.checkpoint, known.pending_writes) == (read.checkpoint, read.pending_writes)
 
 
+async def test_what_a_context_knew_is_forgotten_when_it_learns_something_else(
+    engine: Engine,
+) -> None:
+    """A task made while the resume check's row was known shares that knowledge; when the
+    context then learns about another thread, the row is forgotten for that task too, so it
+    reads what later steps wrote (found by an attack: it kept the stale row)."""
+    saver = engine.registry.get("refund").checkpointer
+    assert isinstance(saver, PooledSaver)
+    checks = PgResumeChecks(engine._db, saver.serde)
+    run = await start_refund(engine, "Refund orders 1001 and 1002")
+    for request_id in run.pending:
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
+    go = asyncio.Event()
+
+    async def later_reader() -> Any:
+        await go.wait()
+        return await saver.aget_tuple(config(run.thread_id))
+
+    async with engine.queue.claim() as claimed:
+        assert claimed is not None
+        await checks.begin(claimed.job)
+        reader = asyncio.create_task(later_reader())
+        with new_thread("another-thread"):
+            pass
+    assert await engine.worker.process_one()  # new checkpoints on the thread
+    go.set()
+    seen = await reader
+    latest = await AsyncPostgresSaver.aget_tuple(saver, config(run.thread_id))
+    assert seen is not None
+    assert latest is not None
+    assert seen.checkpoint["id"] == latest.checkpoint["id"]
+
+
 HOSTILE: dict[str, dict[str, Any]] = {
     "NaN inline": {"x": float("nan")},
     "lone surrogate inline": {"s": "\ud800"},
