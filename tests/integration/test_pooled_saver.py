@@ -300,17 +300,24 @@ async def test_a_resume_loads_the_checkpoint_its_check_read_and_then_reads_again
     assert traffic[-1] == ("read", run.thread_id)  # the state above: from the database
 
 
+async def decided(engine: Engine, message: str = "refund 1001") -> tuple[Any, PooledSaver, Any]:
+    """A paused refund run whose requests are approved (its jobs queued), the engine's saver,
+    and resume checks on it."""
+    saver = engine.registry.get("refund").checkpointer
+    assert isinstance(saver, PooledSaver)
+    run = await start_refund(engine, message)
+    for request_id in run.pending:
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
+    return run, saver, PgResumeChecks(engine._db, saver.serde)
+
+
 async def test_what_the_check_read_is_used_once_and_never_past_a_write_or_the_claim(
     engine: Engine, monkeypatch: Any
 ) -> None:
     """What the resume's check read of a thread stands for its latest checkpoint only until
     the first write on the thread, the first load of it, or the end of the claim; another
     thread, namespace or checkpoint id is always read from the database."""
-    saver = engine.registry.get("refund").checkpointer
-    assert isinstance(saver, PooledSaver)
-    checks = PgResumeChecks(engine._db, saver.serde)
-    run = await start_refund(engine)
-    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    run, saver, checks = await decided(engine)
     async with engine.queue.claim() as claimed:
         assert claimed is not None
         traffic = checkpoint_traffic(monkeypatch)
@@ -349,12 +356,8 @@ async def test_without_pipeline_mode_the_check_and_the_read_still_go_together(
     """On a libpq without pipeline mode the resume check and the checkpoint read run one after
     the other on one connection; the step's load is still the check's read, and reads back the
     same as the database's."""
-    saver = engine.registry.get("refund").checkpointer
-    assert isinstance(saver, PooledSaver)
     monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
-    checks = PgResumeChecks(engine._db, saver.serde)
-    run = await start_refund(engine)
-    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    run, saver, checks = await decided(engine)
     async with engine.queue.claim() as claimed:
         assert claimed is not None
         traffic = checkpoint_traffic(monkeypatch)
@@ -375,12 +378,7 @@ async def test_what_a_context_knew_is_forgotten_when_it_learns_something_else(
     """A task made while the resume check's row was known shares that knowledge; when the
     context then learns about another thread, the row is forgotten for that task too, so it
     reads what later steps wrote (found by an attack: it kept the stale row)."""
-    saver = engine.registry.get("refund").checkpointer
-    assert isinstance(saver, PooledSaver)
-    checks = PgResumeChecks(engine._db, saver.serde)
-    run = await start_refund(engine, "Refund orders 1001 and 1002")
-    for request_id in run.pending:
-        await engine.decide_as_operator(request_id, "approve", principal="bob")
+    run, saver, checks = await decided(engine, "Refund orders 1001 and 1002")
     go = asyncio.Event()
 
     async def later_reader() -> Any:
