@@ -255,19 +255,14 @@ class PgResumeChecks:
         self._serde = serde
 
     async def begin(self, job: ResumeJob) -> ResumeCheck:
-        params = {
-            "job": job.id,
-            "run_id": job.run_id,
-            "thread_id": job.thread_id,
-            "request_id": job.request_id,
-        }
+        params = {"job": job.id, "run_id": job.run_id, "request_id": job.request_id}
         row, latest = await self._begin_and_read_latest(params, job.thread_id)
         if row is None:  # the statement returns one row whatever exists
             raise RuntimeError("begin_resume returned no row")
         _know(job.thread_id, latest)
         return ResumeCheck(
             run_status=RunStatus(row["run_status"]) if row["run_status"] else None,
-            interrupt_id=self._waiting_on(row["types"] or [], row["blobs"] or [], job.request_id),
+            interrupt_id=self._waiting_on(latest, job.request_id),
             next_sequence=int(row["next_sequence"]),
             started_by=row["started_by"] or "",
             run_input=row["input"] if isinstance(row["input"], dict) else {},
@@ -290,9 +285,17 @@ class PgResumeChecks:
                     await read.execute(LATEST_CHECKPOINT, (thread_id, ""), binary=True)
                 return await began.fetchone(), await read.fetchone()
 
-    def _waiting_on(self, types: list[str], blobs: list[bytes], request_id: str) -> str | None:
-        for type_, blob in zip(types, blobs, strict=True):
-            value: Any = self._serde.loads_typed((type_, bytes(blob)))
+    def _waiting_on(self, latest: DictRow | None, request_id: str) -> str | None:
+        """The id of the interrupt of the latest checkpoint whose payload names ``request_id``.
+        Only the checkpoint's interrupt writes are decoded (not the conversation), in the order
+        of their task and index; each write is (task, channel, type, blob, path, index)."""
+        interrupts = sorted(
+            (bytes(task), int(bytes(idx)), bytes(type_).decode(), bytes(blob))
+            for task, channel, type_, blob, _path, idx in (latest or {}).get("pending_writes") or []
+            if bytes(channel) == b"__interrupt__"
+        )
+        for _task, _idx, type_, blob in interrupts:
+            value: Any = self._serde.loads_typed((type_, blob))
             for intr in value if isinstance(value, list | tuple) else [value]:
                 payload = getattr(intr, "value", None)
                 if isinstance(payload, dict) and payload.get("request_id") == request_id:

@@ -528,10 +528,11 @@ SELECT * FROM audit_events WHERE run_id = %(run_id)s ORDER BY id;
 -- name: begin_resume
 -- A resume begins under the thread's lock: its audit event (resume.started, for a queued job),
 -- and what it re-reads, in one statement (so one snapshot, taken after the lock was granted):
--- the run's status, starter and input, its trail's next sequence number, and the interrupts the
--- thread's latest checkpoint waits on. The last reads LangGraph's own tables (owned by its setup()), so the
--- check does not load and decode the conversation. Also the job's request and its decision
--- (columns d_*), as open_request returns them: the resumed call's answer, not read again.
+-- the run's status, starter and input, its trail's next sequence number. The interrupts the
+-- thread's latest checkpoint waits on come from LangGraph's own read of that checkpoint, sent
+-- in the same round trip (storage.checkpoints.PgResumeChecks). Also the job's request and its
+-- decision (columns d_*), as open_request returns them: the resumed call's answer, not read
+-- again.
 -- The request's columns come first, so that the check's own names win should a column of
 -- approval_requests ever share one. Run on a connection of its own, not in the
 -- claim's transaction: an audit insert holds the chain's head until its transaction ends, and
@@ -547,21 +548,11 @@ SELECT a.*, d.id AS d_id, d.kind AS d_kind, d.principal AS d_principal, d.reason
        d.args AS d_args, d.args_identity AS d_args_identity, d.decided_at AS d_decided_at,
        r.status AS run_status, r.started_by, r.input,
        (SELECT COALESCE(max(i.sequence) + 1, 0) FROM interception_records i
-         WHERE i.run_id = %(run_id)s) AS next_sequence,
-       w.types, w.blobs
+         WHERE i.run_id = %(run_id)s) AS next_sequence
   FROM (SELECT 1) one
   LEFT JOIN runs r ON r.id = %(run_id)s
   LEFT JOIN approval_requests a ON a.id = %(request_id)s
-  LEFT JOIN decisions d ON d.request_id = a.id
- CROSS JOIN LATERAL (
-       SELECT array_agg(w.type ORDER BY w.task_id, w.idx) AS types,
-              array_agg(w.blob ORDER BY w.task_id, w.idx) AS blobs
-         FROM checkpoint_writes w
-        WHERE w.thread_id = %(thread_id)s AND w.checkpoint_ns = ''
-          AND w.channel = '__interrupt__'
-          AND w.checkpoint_id = (SELECT c.checkpoint_id FROM checkpoints c
-                                  WHERE c.thread_id = %(thread_id)s AND c.checkpoint_ns = ''
-                                  ORDER BY c.checkpoint_id DESC LIMIT 1)) w;
+  LEFT JOIN decisions d ON d.request_id = a.id;
 
 -- name: run_interceptions
 -- A run's interception records, in the order they happened.

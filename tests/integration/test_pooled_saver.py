@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+from approvals.model import ResumeJob
 from storage.checkpoints import PgResumeChecks, PooledSaver, forget_known, new_thread
 from tests.integration.helpers import side_effects, start_refund, until
 from web.engine import Engine
@@ -398,6 +399,39 @@ async def test_what_a_context_knew_is_forgotten_when_it_learns_something_else(
     assert seen is not None
     assert latest is not None
     assert seen.checkpoint["id"] == latest.checkpoint["id"]
+
+
+async def test_the_check_finds_the_interrupt_waiting_on_its_own_request(engine: Engine) -> None:
+    """Of the interrupts the latest checkpoint waits on (one per paused call), the check names
+    the one whose payload names the job's request, for each job."""
+    run, saver, checks = await decided(engine, "Refund orders 1001 and 1002")
+    state = await saver.aget_tuple(config(run.thread_id))
+    assert state is not None
+    waiting = {
+        value.value["request_id"]: value.id
+        for _task, channel, value in state.pending_writes or []
+        if channel == "__interrupt__"
+        for value in (value if isinstance(value, list | tuple) else [value])
+    }
+    assert len(waiting) == 2
+    found = {}
+    async with engine.queue.claim() as claimed:
+        assert claimed is not None
+        found[claimed.job.request_id] = (await checks.begin(claimed.job)).interrupt_id
+        # The other job, checked under the thread's lock this claim holds.
+        async with engine.connection() as conn:
+            row = await (
+                await conn.execute(
+                    "SELECT q.*, r.graph, a.call_id FROM resume_queue q"
+                    " JOIN runs r ON r.id = q.run_id"
+                    " JOIN approval_requests a ON a.id = q.request_id WHERE q.id <> %s",
+                    (claimed.job.id,),
+                )
+            ).fetchone()
+        assert row is not None
+        other = ResumeJob.from_row(row)
+        found[other.request_id] = (await checks.begin(other)).interrupt_id
+    assert found == waiting
 
 
 HOSTILE: dict[str, dict[str, Any]] = {
