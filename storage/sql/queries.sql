@@ -444,10 +444,12 @@ SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
 -- it, and the refusal is audited here (the existing row is read from the statement's snapshot,
 -- which the insert that did nothing leaves as it was). No row: a racing begin committed the
 -- row after that snapshot was taken; the caller runs the statement again, which sees it.
+-- Every unique key arbitrates, not only (run, call): a racing insert past the conflict check
+-- would otherwise raise a unique violation on the idempotency key (derived from the same pair).
 WITH started AS (
     INSERT INTO tool_executions (run_id, call_id, tool, idempotency_key, args_identity, status)
     VALUES (%(run_id)s, %(call_id)s, %(tool)s, %(key)s, %(args_identity)s, 'started')
-    ON CONFLICT (run_id, call_id) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING *
 ), audit AS (
     INSERT INTO audit_events (kind, run_id, call_id, tool, data)

@@ -5,30 +5,38 @@ from __future__ import annotations
 
 import asyncio
 
-from approvals.model import ExecutionStatus
+from approvals.identity import idempotency_key
+from approvals.model import ExecutionStatus, ToolExecution
 from tests.contracts.backends import Adapters
 from tests.contracts.records import waiting_run
 
 
 async def test_racing_begins_give_one_owner(adapters: Adapters) -> None:
+    # Many calls, each raced by eight begins: one race on one call met PostgreSQL's window (two
+    # inserts both past the conflict check) only now and then, and a second unique key (the
+    # idempotency key) then raised a unique violation instead of answering "not yours".
     run = await waiting_run(adapters)
+    calls = [f"call-{n}" for n in range(25)]
 
-    results = await asyncio.gather(
-        *(
-            adapters.ledger.begin(
-                run_id=run.run_id,
-                call_id="call-1",
-                tool="refund",
-                key=f"{run.run_id}:call-1",
-                args_identity="args-a",
+    async def race(call_id: str) -> list[tuple[bool, ToolExecution]]:
+        return await asyncio.gather(
+            *(
+                adapters.ledger.begin(
+                    run_id=run.run_id,
+                    call_id=call_id,
+                    tool="refund",
+                    key=idempotency_key(run_id=run.run_id, call_id=call_id),
+                    args_identity="args-a",
+                )
+                for _ in range(8)
             )
-            for _ in range(8)
         )
-    )
 
-    assert [owned for owned, _ in results].count(True) == 1
-    rows = {(row.run_id, row.call_id, row.status) for _, row in results}
-    assert rows == {(run.run_id, "call-1", ExecutionStatus.STARTED)}
+    for call_id in calls:
+        results = await race(call_id)
+        assert [owned for owned, _ in results].count(True) == 1, call_id
+        rows = {(row.run_id, row.call_id, row.status) for _, row in results}
+        assert rows == {(run.run_id, call_id, ExecutionStatus.STARTED)}
 
 
 async def test_a_reused_call_id_answers_with_the_first_arguments_execution(
