@@ -212,7 +212,10 @@ class Cursor:
                 " the first page"
             )
         asof, key, row_id = payload["a"], payload["k"], payload["i"]
-        if not (_valid_micros(asof) and _valid_micros(key) and _canonical_uuid(row_id)):
+        # The age filters count back from ``asof`` as far as MAX_AGE: a moment that leaves no
+        # room for it is no first page's.
+        asof_valid = _valid_micros(asof) and asof >= _FIRST_ASOF
+        if not (asof_valid and _valid_micros(key) and _canonical_uuid(row_id)):
             raise InvalidCursor("it is not one this server issued")
         return cls(bound=bound, asof=_from_micros(asof), key=_from_micros(key), id=row_id)
 
@@ -243,6 +246,7 @@ def _canonical_uuid(value: Any) -> bool:
 #: The moments a cursor may hold (microseconds since the epoch): what ``datetime`` can.
 _FIRST = _micros(datetime(1, 1, 2, tzinfo=UTC))
 _LAST = _micros(datetime(9999, 12, 30, tzinfo=UTC))
+_FIRST_ASOF = _micros(datetime(1, 1, 2, tzinfo=UTC) + MAX_AGE)
 
 
 T = TypeVar("T")

@@ -4,6 +4,8 @@ it may decide among many other groups'; a forged cursor or a bad filter is a 4xx
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from html import unescape
 
@@ -16,6 +18,14 @@ from web.engine import Engine
 
 TEAM = GROUPS[3]
 ROWS = 1200
+
+
+def b64decode_url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def b64encode_url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 async def decidable_by(engine: Engine, group: str) -> set[str]:
@@ -122,6 +132,16 @@ async def test_a_forged_cursor_or_a_bad_query_is_a_422_never_a_500(
             assert response.status_code == 422, (query, response.status_code, response.text)
             assert response.json()["error"]["code"] in ("invalid_input", "invalid_request"), query
         assert api.get(f"/api/v1/pending?limit=5&cursor={cursor}").status_code == 200
+        # A cursor of the listing whose first-page moment leaves no room for the age filters
+        # to count back from (year 1): once an overflow, a 500.
+        for ages in ("min_age=1", "max_age=172800"):
+            issued = api.get(f"/api/v1/pending?limit=5&{ages}").links["next"]["url"]
+            payload = json.loads(b64decode_url(issued.rpartition("cursor=")[2]))
+            payload["a"] = -62135510400000000  # 0001-01-02
+            forged = b64encode_url(json.dumps(payload).encode())
+            response = api.get(f"/api/v1/pending?limit=5&{ages}&cursor={forged}")
+            assert response.status_code == 422, (ages, response.status_code, response.text)
+            assert response.json()["error"]["code"] == "invalid_input"
 
 
 async def test_the_inbox_and_the_history_page_by_next_links(
