@@ -139,6 +139,8 @@ class _NotEscapedText(Exception):
 
 def _escaped_text(raw: str) -> str:
     """An escaped string field's text (a JSON string) as the string it stands for."""
+    if not raw.strip().startswith('"'):
+        raise _NotEscapedText  # not a string: whatever else it is, however deeply nested
     try:
         value = json.loads(raw)
     except ValueError:

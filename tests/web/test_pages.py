@@ -304,6 +304,24 @@ async def test_the_edit_form_shows_hidden_characters_escaped_and_keeps_them(
     assert sneaky in effects[0]["args"]["subject"]
 
 
+async def test_escaped_text_that_is_no_quoted_string_is_a_field_error_never_a_500(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    _, request_id = await refund_request(engine)
+    c = sign_in("ann")
+    csrf = csrf_of(c.get(f"/requests/{request_id}").text)
+    base = {"csrf": csrf, "arg.amount": "12.5", "arg.reason": "partial", "enc.order_id": "json"}
+    # Nested past the parser's recursion limit (once a 500), a number, an unclosed string.
+    for typed_text in ("[" * 5000 + "]" * 5000, "1001", '"1001'):
+        page = c.post(f"/requests/{request_id}/edit", data={**base, "arg.order_id": typed_text})
+        assert page.status_code == 422, (typed_text[:20], page.status_code, page.text[:300])
+        assert "is not escaped text" in page.text
+    request = await engine.requests.get(request_id)
+    assert request is not None
+    assert request.status.value == "pending"
+
+
 async def test_a_cleared_optional_field_shows_and_runs_its_default(
     server: Server, engine: Engine, sign_in: SignIn
 ) -> None:
