@@ -70,8 +70,13 @@ class ApproverRules:
 
     def may_see_run(self, principal: Principal, run: Run, requests: list[PendingCall]) -> bool:
         """The run's starter, operators, and whoever may see one of its requests."""
-        return (
-            run.started_by == principal.id
-            or self.is_operator(principal)
-            or any(self.may_see(principal, r) for r in requests)
+        return self.may_read_run(principal, run) or any(
+            self.may_see(principal, r) for r in requests
         )
+
+    def may_read_run(self, principal: Principal, run: Run) -> bool:
+        """Whether ``principal`` may read what the run says: the model's messages, its answer,
+        its error and its tools' errors, any of which may quote an argument a policy redacts
+        from approvers. The run's starter and operators; an approver sees the run only
+        through its requests."""
+        return run.started_by == principal.id or self.is_operator(principal)

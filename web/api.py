@@ -295,9 +295,7 @@ def router() -> APIRouter:
                 run,
                 after_id,
                 status,
-                # An approver sees the run through its requests, redactions included: the
-                # model's text (which may quote a redacted argument) is its starter's.
-                content=run.started_by == principal.id or engine.rules.is_operator(principal),
+                content=engine.rules.may_read_run(principal, run),
             ),
             media_type="text/event-stream",
             # Proxies must pass each event on as it comes.

@@ -299,20 +299,24 @@ class Engine(EngineReads, EngineEdits):
         requests = await self.requests.for_run(run.id)
         executions = await self.ledger.for_run(run.id)
         interceptions = await self.audit.interceptions(run.id)
+        # What the run says is its starter's and operators': an approver gets none of it.
+        readable = viewer is None or self.rules.may_read_run(viewer, run)
         return {
             "run_id": run.id,
             "thread_id": run.thread_id,
             "graph": run.graph,
             "status": run.status.value,
             "started_by": run.started_by,
-            "error": run.error,
-            "answer": run.answer,
+            "error": run.error if readable else None,
+            "answer": run.answer if readable else None,
             "pending": [r.id for r in requests if r.status is RequestStatus.PENDING],
             "requests": [
                 {"id": r.id, "call_id": r.call_id, "tool": r.tool, "status": r.status.value}
                 for r in requests
             ],
-            "tool_executions": [e.to_json() for e in executions],
+            "tool_executions": [
+                e.to_json() if readable else {**e.to_json(), "error": None} for e in executions
+            ],
             # Payload-free (AGENT-HOOKS-0.1 §10.3): decisions, reasons and identities only.
             "interceptions": [
                 {

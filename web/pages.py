@@ -459,6 +459,8 @@ async def _detail(
         siblings=siblings,
         why_not=why_not,
         run=run,
+        # The run's answer and its tools' errors may quote an argument redacted from approvers.
+        readable=run is not None and rules.may_read_run(session.principal, run),
         execution=executions.get(found.call_id),
         decision=decision,
         votes=votes,

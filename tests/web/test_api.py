@@ -92,6 +92,33 @@ async def test_an_approver_decides_once_and_the_run_completes(
     assert await scalar(engine, "select count(*) from demo_side_effects") == 1
 
 
+async def test_an_approver_reads_no_answer_or_error_of_the_run_its_starter_and_operators_do(
+    server: Server, engine: Engine
+) -> None:
+    # The answer may quote an argument a policy redacts from approvers, as the stream's text.
+    shop = await token(engine, "shop", "agents")
+    run_id, request_id = await started_refund(server, engine, shop)
+    support = await token(engine, "lead", "support")
+    operator = await token(engine, "opal", "operators")
+    async with client(server, support) as api:
+        decided = await api.post(
+            f"/api/v1/pending/{request_id}/decision", json={"decision": "approve"}
+        )
+        assert decided.status_code == 200, decided.text
+        seen = await wait_for_run(api, run_id, "completed")
+    async with client(server, shop) as api:
+        own = (await api.get(f"/api/v1/runs/{run_id}")).json()
+    async with client(server, operator) as api:
+        operated = (await api.get(f"/api/v1/runs/{run_id}")).json()
+    assert seen["status"] == own["status"] == "completed"
+    assert isinstance(own["answer"], str)
+    assert "1001" in own["answer"]
+    assert operated["answer"] == own["answer"]
+    assert seen["answer"] is None
+    assert seen["error"] is None
+    assert seen["tool_executions"] == [{**e, "error": None} for e in own["tool_executions"]]
+
+
 async def test_who_may_not_see_gets_404_and_who_may_not_decide_gets_403(
     server: Server, engine: Engine
 ) -> None:

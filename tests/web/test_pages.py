@@ -322,6 +322,25 @@ async def test_escaped_text_that_is_no_quoted_string_is_a_field_error_never_a_50
     assert request.status.value == "pending"
 
 
+async def test_the_detail_page_shows_the_runs_answer_to_an_operator_not_to_its_approver(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "ann", "support")
+    await add_user(engine, "opal", "operators")
+    run_id, request_id = await refund_request(engine)
+    ann = sign_in("ann")
+    page = ann.get(f"/requests/{request_id}")
+    done = ann.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(page.text)})
+    assert done.status_code == 303, done.text
+    await wait_for(engine, run_id, "completed")
+    run = await engine.runs.get(run_id)
+    assert run is not None
+    assert run.answer
+    assert "completed" in (approver := ann.get(f"/requests/{request_id}").text)
+    assert run.answer not in approver
+    assert run.answer in sign_in("opal").get(f"/requests/{request_id}").text
+
+
 async def test_a_cleared_optional_field_shows_and_runs_its_default(
     server: Server, engine: Engine, sign_in: SignIn
 ) -> None:
