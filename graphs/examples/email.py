@@ -32,6 +32,9 @@ from graphs.tools import GovernedTool, ToolCall, governed_tool
 POLICY = Path(__file__).parent / "policies" / "email.yaml"
 
 ADDRESS = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
+#: A recipient argument is one address and nothing else: a schema's pattern only searches, so
+#: "eve@elsewhere.net, bob@example.com" would pass an unanchored one.
+ONE_ADDRESS = rf"^{ADDRESS}$"
 
 
 def email_script(messages: list[BaseMessage]) -> AIMessage:
@@ -106,7 +109,7 @@ def email_tools(deps: GraphDeps) -> list[GovernedTool]:
     @governed_tool()
     async def draft_email(
         call: ToolCall,
-        to: str = Field(pattern=ADDRESS, max_length=254),
+        to: str = Field(pattern=ONE_ADDRESS, max_length=254),
         subject: str = Field(min_length=1, max_length=200),
     ) -> dict[str, str]:
         """Write a draft e-mail. Nothing leaves the building."""
@@ -116,7 +119,7 @@ def email_tools(deps: GraphDeps) -> list[GovernedTool]:
     @governed_tool(sensitive=True)
     async def send_email(
         call: ToolCall,
-        to: str = Field(pattern=ADDRESS, max_length=254),
+        to: str = Field(pattern=ONE_ADDRESS, max_length=254),
         subject: str = Field(min_length=1, max_length=200),
         body: str = Field(min_length=1, max_length=10_000),
     ) -> dict[str, str]:

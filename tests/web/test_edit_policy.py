@@ -39,6 +39,15 @@ async def test_an_edit_to_an_outside_recipient_is_422_naming_the_rule(
         error = refused.json()["error"]
         assert error["code"] == "edit_refused"
         assert "no-external-mail" in error["message"]
+        # An outside address before one of ours: the tool's schema takes one address only.
+        listed = await api.post(
+            f"/api/v1/pending/{request_id}/decision",
+            json={
+                "decision": "approve",
+                "args": {**args, "to": "mallory@evil.test, bob@example.com"},
+            },
+        )
+        assert listed.status_code == 422, listed.text
         still = await api.get(f"/api/v1/pending/{request_id}")
         assert still.json()["status"] == "pending"
     assert await scalar(engine, "select count(*) from decisions") == 0
