@@ -50,6 +50,7 @@ from web.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from web.request_stream import open_stream as open_request_stream
 from web.run_stream import parse_after
 from web.run_stream import run_events as stream_run_events
+from web.security import UniqueKeysRoute
 from web.settings import Settings
 
 log = logging.getLogger("approvals.web")
@@ -121,7 +122,7 @@ async def visible_request(request: Request, request_id: str, principal: Principa
 
 
 def router() -> APIRouter:
-    api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES)
+    api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, route_class=UniqueKeysRoute)
 
     @api.get(
         "/pending",

@@ -128,7 +128,7 @@ def create_app(
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         details = [
-            {"path": "/".join(str(p) for p in e["loc"]), "message": str(e["msg"])}
+            {"path": "/".join(str(p) for p in e["loc"]), "message": _problem(e)}
             for e in exc.errors()
         ]
         error = ApiError(
@@ -192,3 +192,11 @@ def create_app(
 def openapi(settings: Settings) -> dict[str, Any]:
     """The OpenAPI document (for tooling; building it needs no database)."""
     return create_app(settings).openapi()
+
+
+def _problem(error: Any) -> str:
+    """What a validation error tells the client: a body that is not JSON says why."""
+    if error.get("type") == "json_invalid":
+        why = (error.get("ctx") or {}).get("error")
+        return f"the request body is not valid JSON: {why}" if why else "not valid JSON"
+    return str(error["msg"])

@@ -101,6 +101,34 @@ async def test_a_decision_with_bytes_we_cannot_store_is_422_naming_the_field_and
 
 
 @pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        # Last-one-wins would approve what a reader of the first key logged as a rejection.
+        (b'{"decision": "reject", "decision": "approve"}', "decision"),
+        (
+            b'{"decision": "approve", "args": {' + ORDER + b', "amount": 5, "amount": 9000}}',
+            "amount",
+        ),
+        (b'{"decision": "reject", "reason": "a", "reason": "b"}', "reason"),
+    ],
+)
+async def test_a_body_naming_a_key_twice_is_422_and_decides_nothing(
+    server: Server, engine: Engine, body: bytes, key: str
+) -> None:
+    _, request_id = await started_refund(server, engine)
+    support = await token(engine, "lead", "support")
+    async with client(server, support) as api:
+        response = await api.post(
+            f"/api/v1/pending/{request_id}/decision", content=body, headers=JSON
+        )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert f'the key "{key}" appears twice in one object' in error["message"], error
+    await nothing_decided(engine, request_id)
+
+
+@pytest.mark.parametrize(
     ("body", "message"),
     [
         (b'{"graph": "refund", "input": {"message": "refund 1001\\u0000"}}', "input/message"),
