@@ -71,10 +71,19 @@ SELECT r.* FROM runs r
 -- Settle a run and release the thread lock this session took for it, with the step's
 -- interception records, node updates and audit events (approvals_settle_step_v4: `settled` is
 -- 'settled', or 'refused' when the run had ended: cancelled, or settled before).
-SELECT approvals_settle_step_v4(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
-                                %(answer)s, %(request_ids)s::uuid[],
-                                %(interrupt_ids)s::text[], %(events)s::jsonb) AS settled,
-       pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked;
+-- The session's lock goes in this statement, before its commit: the same key's transaction
+-- lock, taken first, holds the thread until the settlement is committed, or a waiting claim or
+-- step would read the run as it was before it.
+WITH held AS MATERIALIZED (
+    SELECT pg_advisory_xact_lock(approvals_thread_lock_key_v1(%(thread_id)s))
+), settled AS MATERIALIZED (
+    SELECT approvals_settle_step_v4(%(run_id)s, %(records)s::jsonb, %(status)s, %(error)s,
+                                    %(answer)s, %(request_ids)s::uuid[],
+                                    %(interrupt_ids)s::text[], %(events)s::jsonb) AS settled
+      FROM held
+)
+SELECT settled, pg_advisory_unlock(approvals_thread_lock_key_v1(%(thread_id)s)) AS unlocked
+  FROM settled;
 
 -- ==== approval requests (storage/requests.py) ====
 

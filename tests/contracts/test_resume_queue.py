@@ -117,6 +117,46 @@ async def test_a_claim_waits_for_its_threads_step(adapters: Adapters) -> None:
     await asyncio.wait_for(claimer, 10)
 
 
+async def test_a_claim_that_waited_for_its_threads_step_reads_the_steps_settlement(
+    adapters: Adapters,
+) -> None:
+    # The step's settlement and the thread's release are one statement: released before its
+    # commit, a waiting claim read the run as the step found it (still running, its trail's next
+    # sequence 0), and the resumed step numbered its records from 0 again. Many rounds: the
+    # window is narrow.
+    for _ in range(30):
+        step = NewRun(
+            run_id=str(uuid.uuid4()),
+            thread_id=f"thread-{uuid.uuid4().hex[:8]}",
+            graph="refund",
+            started_by="local:alice",
+            input={},
+        )
+        seen: list[tuple[RunStatus | None, int]] = []
+
+        async def claim() -> None:
+            async with adapters.queue.claim() as claimed:
+                assert claimed is not None
+                check = await adapters.checks.begin(claimed.job)
+                seen.append((check.run_status, check.next_sequence))
+                await claimed.complete(JobStatus.SKIPPED, "read")
+
+        async with adapters.runs.begin(step) as lease:
+            request_id = await _decided(adapters, step)
+            claimer = asyncio.create_task(claim())
+            await asyncio.sleep(0.02)  # the claim waits for the thread
+            lease.settle(
+                Settlement(
+                    run_id=step.run_id,
+                    status=RunStatus.WAITING,
+                    waiting_on=((request_id, "interrupt-1"),),
+                    records=(record(0), record(1)),
+                )
+            )
+        await asyncio.wait_for(claimer, 10)
+        assert seen == [(RunStatus.WAITING, 2)]
+
+
 async def test_a_claim_that_raises_leaves_its_job_queued(adapters: Adapters) -> None:
     run = await waiting_run(adapters)
     await _decided(adapters, run)
