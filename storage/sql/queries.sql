@@ -1252,14 +1252,18 @@ VALUES (%(id_hash)s, %(principal)s, %(name)s, %(via)s, %(account)s, %(groups)s,
 RETURNING expires_at;
 
 -- name: web_session
--- The live session with this id hash: not expired and, for a local account, still enabled. Its
--- last-seen time is refreshed at most once a minute (not a write per page view).
+-- The live session with this id hash: not expired and, for a local account, still enabled and
+-- in the groups the session holds. A change of groups ends the sessions stored by then; a
+-- sign-in that read the groups before it and stored its session after holds the old ones,
+-- and is refused here. Its last-seen time is refreshed at most once a minute (not a write per
+-- page view).
 WITH live AS (
     SELECT s.*
       FROM web_sessions s
       LEFT JOIN users u ON u.name = s.account
      WHERE s.id_hash = %(id_hash)s AND s.expires_at > now()
-       AND (s.account IS NULL OR NOT u.disabled)
+       AND (s.account IS NULL
+            OR (NOT u.disabled AND u.groups @> s.groups AND s.groups @> u.groups))
 ), touched AS (
     UPDATE web_sessions w SET last_seen_at = now()
       FROM live

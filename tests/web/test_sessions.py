@@ -11,7 +11,7 @@ from itsdangerous import URLSafeTimedSerializer
 
 from tests.integration.helpers import scalar
 from tests.integration.inprocess import invoke
-from tests.web.conftest import Server, SignIn, add_user, csrf_of, login
+from tests.web.conftest import PASSWORD, Server, SignIn, add_user, csrf_of, login
 from tests.web.test_pages import refund_request
 from web.engine import Engine
 from web.security import SESSION_COOKIE
@@ -86,6 +86,26 @@ async def test_a_session_ended_by_a_group_change_cannot_decide_for_the_old_group
     again = sign_in("ann")
     assert again.get(f"/requests/{request_id}").status_code == 404
     assert await scalar(engine, "select groups from web_sessions") == ["finance"]
+
+
+async def test_a_sign_in_that_read_the_groups_before_a_change_gets_no_session(
+    engine: Engine,
+) -> None:
+    # Sign-in reads the account, checks the password (scrypt: about 0.1 s), then stores the
+    # session with the groups it read; a change of groups committed meanwhile ended only the
+    # sessions already stored, and this one kept the removed group until it expired.
+    await add_user(engine, "ann", "support")
+    as_read = await engine.accounts.authenticate("ann", PASSWORD)
+    assert as_read is not None
+    assert await engine.accounts.set_groups("ann", ["finance"], by="test") is not None
+    await engine.sessions.start("ann-session", as_read, ttl_seconds=600)
+    assert await engine.sessions.get("ann-session") is None
+    current = await engine.accounts.authenticate("ann", PASSWORD)
+    assert current is not None
+    await engine.sessions.start("ann-again", current, ttl_seconds=600)
+    again = await engine.sessions.get("ann-again")
+    assert again is not None
+    assert again.principal.groups == frozenset({"finance"})
 
 
 async def test_group_changes_are_checked_and_audited(
