@@ -124,6 +124,13 @@ async def test_a_claim_that_waited_for_its_threads_step_reads_the_steps_settleme
     # commit, a waiting claim read the run as the step found it (still running, its trail's next
     # sequence 0), and the resumed step numbered its records from 0 again. Many rounds: the
     # window is narrow.
+    async def claim(seen: list[tuple[RunStatus | None, int]]) -> None:
+        async with adapters.queue.claim() as claimed:
+            assert claimed is not None
+            check = await adapters.checks.begin(claimed.job)
+            seen.append((check.run_status, check.next_sequence))
+            await claimed.complete(JobStatus.SKIPPED, "read")
+
     for _ in range(30):
         step = NewRun(
             run_id=str(uuid.uuid4()),
@@ -133,17 +140,9 @@ async def test_a_claim_that_waited_for_its_threads_step_reads_the_steps_settleme
             input={},
         )
         seen: list[tuple[RunStatus | None, int]] = []
-
-        async def claim() -> None:
-            async with adapters.queue.claim() as claimed:
-                assert claimed is not None
-                check = await adapters.checks.begin(claimed.job)
-                seen.append((check.run_status, check.next_sequence))
-                await claimed.complete(JobStatus.SKIPPED, "read")
-
         async with adapters.runs.begin(step) as lease:
             request_id = await _decided(adapters, step)
-            claimer = asyncio.create_task(claim())
+            claimer = asyncio.create_task(claim(seen))
             await asyncio.sleep(0.02)  # the claim waits for the thread
             lease.settle(
                 Settlement(
