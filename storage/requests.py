@@ -143,10 +143,19 @@ class PgApprovalRequests:
         return PendingCall.from_row(row), joined_decision(row)
 
     async def record_tampered(self, request: PendingCall, *, principal: str | None) -> None:
-        await self._db.run(
-            "record_shown_tampered",
-            {"id": request.id, "principal": principal, "found": request.current_shown_digest()},
-        )
+        # Under the request's row lock, in a statement after it: lookers who found it at once
+        # each saw no event in their statement's snapshot, and each wrote one.
+        async with self._db.transaction() as conn:
+            await self._db.one("lock_request_row", {"id": request.id}, conn, unreadable_json=True)
+            await self._db.run(
+                "record_shown_tampered",
+                {
+                    "id": request.id,
+                    "principal": principal,
+                    "found": request.current_shown_digest(),
+                },
+                conn,
+            )
 
     async def get(self, request_id: str) -> PendingCall | None:
         row = await self._db.one("get_request", {"id": request_id}, unreadable_json=True)

@@ -3,6 +3,7 @@ call supersedes the pending one, and a tampered copy is recorded once."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 
@@ -122,3 +123,19 @@ async def test_a_tampered_copy_is_recorded_once_per_request(adapters: Adapters) 
 
     assert await adapters.tampered(request.id) == 1
     assert await adapters.tampered(other.id) == 0
+
+
+async def test_lookers_finding_a_tampered_copy_at_once_record_it_once(adapters: Adapters) -> None:
+    # Each looker's statement saw no event in its snapshot: without the row lock first, four at
+    # once wrote two to four of them in nearly every round.
+    run = await waiting_run(adapters)
+    for n in range(20):
+        request, _ = await adapters.requests.open(new_request(run, call_id=f"call-{n}"))
+        edited = dataclasses.replace(request, shown={"order": 9999})
+        await asyncio.gather(
+            *(
+                adapters.requests.record_tampered(edited, principal=f"local:looker-{i}")
+                for i in range(4)
+            )
+        )
+        assert await adapters.tampered(request.id) == 1
