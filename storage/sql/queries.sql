@@ -113,6 +113,9 @@ WITH superseded AS (
      WHERE NOT EXISTS (
            SELECT 1 FROM approval_requests
             WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND identity = %(identity)s)
+       -- After the supersession: the call's pending request is superseded before this insert
+       -- meets it in the one-pending-request index (which would make it do nothing).
+       AND (SELECT count(*) FROM superseded) >= 0
     ON CONFLICT DO NOTHING
     RETURNING *
 ), audit AS (

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from typing import Any
+
+import pytest
 
 from approvals.identity import shown_digest
 from approvals.model import DecisionKind, RequestStatus
@@ -48,6 +51,35 @@ async def test_a_new_identity_supersedes_the_pending_request_of_the_call(
     untouched = await adapters.requests.get(other_call.id)
     assert untouched is not None
     assert untouched.status is RequestStatus.PENDING
+
+
+async def test_a_superseding_open_is_one_statement(
+    adapters: Adapters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # open_request's insert ran before its supersession, met the pending request in the
+    # one-pending-request index and did nothing: every superseding open answered no row, and
+    # only the adapter's second statement (meant for a racing open) recorded the request.
+    if adapters.backend != "postgres":
+        pytest.skip("counts PostgreSQL statements")
+    run = await waiting_run(adapters)
+    old, _ = await adapters.requests.open(new_request(run, identity="identity-a"))
+    db = adapters.requests._db  # type: ignore[attr-defined]
+    sent: list[str] = []
+    one = db.one
+
+    async def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+        sent.append(name)
+        return await one(name, *args, **kwargs)
+
+    monkeypatch.setattr(db, "one", counted)
+    new, _ = await adapters.requests.open(new_request(run, identity="identity-b"))
+
+    assert sent == ["open_request"]
+    assert new.identity == "identity-b"
+    assert new.status is RequestStatus.PENDING
+    superseded = await adapters.requests.get(old.id)
+    assert superseded is not None
+    assert superseded.status is RequestStatus.SUPERSEDED
 
 
 async def test_reopening_a_known_identity_supersedes_nothing(adapters: Adapters) -> None:
