@@ -51,7 +51,8 @@ def parse_request_id(value: str) -> str:
     return str(parsed)
 
 
-def _schema_errors(schema: dict[str, Any], args: dict[str, Any]) -> list[dict[str, Any]]:
+def schema_errors(schema: dict[str, Any], args: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where ``args`` break ``schema`` (JSON Schema 2020-12), in path order; none: valid."""
     validator = jsonschema.Draft202012Validator(schema)
     return [
         {"path": "/".join(str(p) for p in err.absolute_path), "message": err.message}
@@ -201,7 +202,7 @@ async def decide(
         # A redacted argument cannot be edited; its marker's schema errors are not the
         # approver's to fix (the original value is restored and validated before it runs).
         check_edit(canonical, args, request.shown)
-        errors = visible_errors(_schema_errors(request.args_schema, args), request.shown)
+        errors = visible_errors(schema_errors(request.args_schema, args), request.shown)
         if errors:
             raise EditedArgumentsInvalid(canonical, errors)
         if args != request.shown.get("args"):

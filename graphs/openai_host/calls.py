@@ -18,6 +18,7 @@ from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 from agents.util._approvals import evaluate_needs_approval_setting
 
+from approvals.decisions import schema_errors
 from approvals.identity import call_identity, idempotency_key
 from approvals.model import DecisionRecord, ExecutionStatus, PendingCall
 from approvals.ports import NewRequest
@@ -107,6 +108,12 @@ class HostRun:
         one invocation: that is one interception, so it is emitted (and recorded) once and
         its answer kept for the same arguments. A pause is never kept: a resume asks again,
         and the answer comes from the database."""
+        # Arguments the tool's schema refuses never reach a policy: the SDK would convert them
+        # to the tool's types only to run it ("false" for a boolean runs as False), so a
+        # policy, the request and its identity would judge other values than those that run.
+        errors = schema_errors(tool.params_json_schema, args)
+        if errors:
+            return Gate(message=_error("invalid_arguments", "the tool refuses them", errors=errors))
         try:
             identity = call_identity(run_id=self.run_id, call_id=call_id, tool=tool.name, args=args)
         except AgentHooksCoreError as exc:

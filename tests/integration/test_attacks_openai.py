@@ -152,3 +152,34 @@ async def test_a_tool_failing_with_hostile_bytes_is_told_to_the_model_escaped(
     [execution] = await engine.ledger.for_run(ended.id)
     assert execution.status == "failed"
     assert execution.error == f"ValueError: {ESCAPED}"
+
+
+def coerced_script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+    if "note-1" not in outputs:
+        # A number where the tool takes a string: the SDK would run it as "1".
+        return [("note-1", "fetch_note", {"note_id": 1})], ""
+    return [], f"The tool said: {outputs['note-1']}"
+
+
+def coerced_agent(deps: Any) -> Any:
+    return hostile_agent(deps, coerced_script)
+
+
+async def test_arguments_the_tools_schema_refuses_reach_no_policy_approver_or_tool(
+    engine: Engine,
+) -> None:
+    """The SDK converts a call's arguments to the tool's types only to run it ("false" for a
+    boolean runs as False): a policy and an approver judged the raw values (a rule on
+    ``args.dry_run == false`` let a live refund through). Arguments the tool's schema refuses
+    are the model's error now, before anything else."""
+    engine.registry._entries["coerced_notes"] = (
+        "tests.integration.test_attacks_openai:coerced_agent"
+    )
+    run = await engine.runner.start("coerced_notes", {"message": "read note 1"}, principal="alice")
+    assert run.status == "completed", run
+    assert await engine.requests.for_run(run.run_id) == []
+    assert await engine.ledger.for_run(run.run_id) == []
+    assert run.answer is not None
+    told = json.loads(run.answer.removeprefix("The tool said: "))
+    assert told["error"]["code"] == "invalid_arguments"
+    assert told["error"]["errors"][0]["path"] == "note_id"
