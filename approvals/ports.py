@@ -158,6 +158,10 @@ class ToolLedger(Protocol):
         failed); a row that is no longer ``outcome_unknown`` is returned unchanged."""
         ...
 
+    async def for_run(self, run_id: str) -> list[ToolExecution]:
+        """A run's executions, in the order they began."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Settlement:

@@ -19,7 +19,7 @@ else stops the run (status ``blocked``) with nothing of the denied content kept.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, NotRequired, Protocol, TypedDict
 
 from agent_hooks import InterceptionBlocked, Interceptor
@@ -135,6 +135,19 @@ def _tool_counts(messages: Sequence[BaseMessage]) -> dict[str, int]:
             break
         if isinstance(m, ToolMessage) and m.status != "error" and m.name:
             counts[m.name] = counts.get(m.name, 0) + 1
+    return counts
+
+
+def _call_counts(ran: Mapping[str, int], turn: AIMessage, call_id: str) -> dict[str, int]:
+    """``run.tool_count`` as one call of ``turn`` sees it: what ran before the turn, plus the
+    turn's calls before this one, which run first or beside it. Counted from what ran alone,
+    five e-mails in one turn each saw the count before the turn, and "at most three a run" let
+    all five through."""
+    counts = dict(ran)
+    for tc in turn.tool_calls:
+        if str(tc["id"]) == call_id:
+            break
+        counts[tc["name"]] = counts.get(tc["name"], 0) + 1
     return counts
 
 
@@ -341,7 +354,7 @@ def build_agent(
                         call=dict(first_of_id[call_id]),
                         run_id=state["run_id"],
                         started_by=state["started_by"],
-                        tool_counts=counts,
+                        tool_counts=_call_counts(counts, last, call_id),
                         refused=refused.get(call_id),
                     ),
                 )

@@ -40,7 +40,7 @@ from pydantic import BaseModel
 from approvals.policy import Policy
 from graphs import interrupt_on as interrupt_on_
 from graphs.admission import emit_input, point_slot, register_gate
-from graphs.agent import _refusals, _tool_counts
+from graphs.agent import _call_counts, _refusals, _tool_counts
 from graphs.governance import Governance, session_of
 from graphs.host_state import (
     BLOCKED,
@@ -204,10 +204,12 @@ class ApprovalMiddleware(ModelSeam):
         call_id, name = str(call.get("id")), str(call.get("name"))
         messages = messages_of(request.state)
         turn = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        counts = _tool_counts(messages)
         if turn is not None and any(str(tc["id"]) == call_id for tc in turn.tool_calls):
             refused = _refusals(messages, turn).get(call_id)
             if refused is not None:
                 return control_error(call_id, name, refused)
+            counts = _call_counts(counts, turn, call_id)
         tool = request.tool
         tools = []
         #: A ``Command`` the tool returned in this process (its state update is applied with
@@ -260,7 +262,7 @@ class ApprovalMiddleware(ModelSeam):
             thread_id=run.thread_id,
             principal=run.principal,
             state_version=run.state_version,
-            tool_counts=_tool_counts(messages),
+            tool_counts=counts,
         )
         released = as_model_sees(message)
         if commands and released.status != "error" and isinstance(commands[0].update, dict):

@@ -93,7 +93,10 @@ class HostRun:
     session: Session
     #: The request each call that paused in this invocation recorded, by call id.
     requests: dict[str, str] = field(default_factory=dict)
-    #: Successful executions per tool in this invocation (``run.tool_count`` for policies).
+    #: ``run.tool_count`` for policies, per tool: the run's successful executions, from the
+    #: ledger at the start of this invocation (each resume is a new one) and counted on since.
+    #: The SDK gates a turn's calls together, in no order a resume keeps: a call does not
+    #: count the ones beside it in its turn (docs/openai-agents.md).
     counts: dict[str, int] = field(default_factory=dict)
     #: The answer for each (call id, identity) this invocation settled (not a pause).
     settled: dict[tuple[str, str], Gate] = field(default_factory=dict)

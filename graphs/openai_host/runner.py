@@ -30,6 +30,7 @@ from approvals.model import JobStatus, ResumeCheck, RunStatus
 from approvals.ports import ClaimedJob, NewRun, Runs
 from graphs.admission import blocked_reason, emit_input, emit_startup
 from graphs.deps import GraphDeps
+from graphs.edits import successful_counts
 from graphs.governance import SessionHolder, record_row
 from graphs.openai_host.calls import HostRun, enter, leave
 from graphs.openai_host.host import OpenAIHost, reachable
@@ -294,6 +295,7 @@ class OpenAIRunner:
             agent_name=host.name,
             deps=self._deps,
             session=session,
+            counts=successful_counts(await self._deps.ledger.for_run(run_id)),
         )
         token = enter(current)
         try:
