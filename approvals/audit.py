@@ -257,8 +257,8 @@ class ChainVerifier:
             return Finding(
                 event_id=event.id,
                 problem=Problem.CHANGED,
-                detail="its data is nested too deeply to be read back, which the engine never"
-                " writes",
+                detail="its data cannot be read back (nested too deeply, or a number of more"
+                " digits than can be read), which the engine never writes",
             )
         self._accept(event)
         return None

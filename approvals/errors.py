@@ -315,8 +315,9 @@ class StoredValueUnreadable(ApprovalsError):
 
     def __init__(self, size: int) -> None:
         super().__init__(
-            f"a JSON value stored in the database ({size} bytes) is nested too deeply to be"
-            " read; the engine never writes one, so it was changed outside the engine"
+            f"a JSON value stored in the database ({size} bytes) cannot be read back (nested"
+            " too deeply, or a number of too many digits); the engine never writes one, so it"
+            " was changed outside the engine"
         )
         self.size = size
 

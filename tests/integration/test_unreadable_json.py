@@ -262,6 +262,31 @@ async def test_the_cli_lists_and_exports_an_unreadable_log_event_and_verify_name
     assert as_json.json()["finding"]["event_id"] == event
 
 
+async def test_a_log_event_with_a_number_too_long_to_read_is_listed_exported_and_named(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    """jsonb keeps an integer of 5,000 digits, which ``json.loads`` refuses to convert (a
+    ValueError, not a RecursionError): one such event, inserted through the chain's trigger as
+    the runtime role may, made the log's page a 500 and export and verify a traceback."""
+    await start_refund(engine)
+    await execute(
+        engine,
+        "insert into audit_events (kind, data) values ('x.big', %s::jsonb)",
+        '{"n": ' + "9" * 5_000 + "}",
+    )
+    event = await scalar(engine, "select max(id) from audit_events")
+    listed_events = await engine.audit.search(AuditFilter(), limit=500)
+    [big] = [e for e in listed_events if e["id"] == event]
+    assert (big["data"], big["data_unreadable"]) == (None, True)
+    exported = await invoke(cli_env, "audit", "export")
+    assert exported.code == 0, exported.stderr
+    [record] = [r for r in map(json.loads, exported.stdout.splitlines()) if r["id"] == event]
+    assert (record["data"], record["data_unreadable"]) == (None, True)
+    verify = await invoke(cli_env, "audit", "verify")
+    assert verify.code == 1, verify.stderr
+    assert f"event {event} was changed" in verify.stderr
+
+
 async def test_pending_all_marks_a_shown_copy_it_cannot_read(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
