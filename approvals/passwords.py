@@ -15,6 +15,7 @@ import hmac
 import secrets
 
 from approvals.errors import InvalidAccount
+from approvals.json_values import text_problem
 
 MIN_LENGTH = 12
 MAX_LENGTH = 1024
@@ -30,7 +31,11 @@ _MAX_N, _MAX_R, _MAX_P = 2**17, 16, 4
 
 
 def validate_password(password: str) -> None:
-    """Raise ``InvalidAccount`` unless the password has an acceptable length."""
+    """Raise ``InvalidAccount`` unless the password is text (no NUL, no lone surrogate: bytes
+    that are not UTF-8 read from stdin) of an acceptable length."""
+    problem = text_problem(password)
+    if problem is not None:
+        raise InvalidAccount(f"a password {problem}")
     if not MIN_LENGTH <= len(password) <= MAX_LENGTH:
         raise InvalidAccount(
             f"a password must be {MIN_LENGTH} to {MAX_LENGTH} characters long"

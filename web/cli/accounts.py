@@ -42,8 +42,14 @@ Groups = Annotated[
 
 
 def _read_password() -> str:
-    """One line from stdin, without its line ending."""
-    line = sys.stdin.readline()
+    """One line from stdin, without its line ending; exit 2 when there is no stdin to read or
+    its bytes are no text."""
+    if sys.stdin is None:
+        fail("--password-stdin: standard input is closed; give the password on it", EXIT_INVALID)
+    try:
+        line = sys.stdin.readline()
+    except (UnicodeDecodeError, OSError) as exc:
+        fail(f"--password-stdin: the password could not be read as text ({exc})", EXIT_INVALID)
     return line.removesuffix("\n").removesuffix("\r")
 
 

@@ -125,7 +125,7 @@ def audit_anchor(
 
     if to is None and webhook is None:
         fail("give --to FILE, --webhook URL or both", EXIT_INVALID)
-    if webhook is not None and not re.match(r"^https?://[^\s/]+", webhook):
+    if webhook is not None and not _http_url(webhook):
         fail(f"--webhook is not an http(s) URL: {webhook[:80]!r}", EXIT_INVALID)
     if to is not None and ((to.exists() and not to.is_file()) or not to.parent.is_dir()):
         fail(f"--to is not a file in an existing directory: {to}", EXIT_INVALID)
@@ -159,6 +159,21 @@ def audit_anchor(
         return
     where = " and ".join(str(w) for w in (to, webhook) if w is not None)
     typer.echo(f"anchored event {signed.event_id} (hash {signed.hash}) to {where}")
+
+
+def _http_url(value: str) -> bool:
+    """Whether ``value`` is an http(s) URL with a host that a request can be sent to, checked
+    before anything is anchored (a bad port or bracket failed the post after the file had the
+    anchor)."""
+    if not re.match(r"^https?://[^\s/]+", value):
+        return False
+    # Imported here, not at the top: httpx (about 0.1 s) only for a command given --webhook.
+    import httpx
+
+    try:
+        return bool(httpx.URL(value).host)
+    except (httpx.InvalidURL, ValueError):
+        return False
 
 
 def _since(value: str | None) -> datetime | None:

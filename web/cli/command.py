@@ -8,12 +8,16 @@ longer pending, thread still waiting, run already ended), 4 not found.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
+import signal
+import sys
 import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
 import typer
 
@@ -168,8 +172,25 @@ def guarded(call: Callable[[], T]) -> T:
         if os.environ.get("APPROVALS_DEBUG") == "1":
             traceback.print_exc()
         fail(str(exc), _exit_code(exc))
+    except BrokenPipeError:
+        # The reader went away (``| head -1``): end quietly, as a process SIGPIPE stops does,
+        # with nothing more written to the closed pipe.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(128 + signal.SIGPIPE) from None
     except Exception as exc:
         if os.environ.get("APPROVALS_DEBUG") == "1":
             raise
-        first = str(exc).splitlines()[0] if str(exc) else ""
+        first = _without_database_password(str(exc).splitlines()[0] if str(exc) else "")
         fail(f"unexpected {type(exc).__name__}: {first} (APPROVALS_DEBUG=1 shows more)", 1)
+
+
+def _without_database_password(message: str) -> str:
+    """``message`` with APPROVALS_DATABASE_URL's password starred out: a driver's complaint
+    about a malformed URL quotes the part it choked on, and stderr goes to logs."""
+    url = os.environ.get("APPROVALS_DATABASE_URL") or ""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    return message.replace(password, "***") if password else message
