@@ -287,6 +287,31 @@ async def test_a_log_event_with_a_number_too_long_to_read_is_listed_exported_and
     assert f"event {event} was changed" in verify.stderr
 
 
+async def test_a_log_event_with_a_number_no_float_holds_is_exported_unreadable_not_infinity(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    """jsonb keeps a 400-digit decimal, which reads back as Infinity: the export wrote
+    ``Infinity``, which no JSON reader takes. It is exported as unreadable data instead; the
+    other events as they are."""
+    await start_refund(engine)
+    await execute(
+        engine,
+        "insert into audit_events (kind, data) values ('x.inf', %s::jsonb)",
+        '{"n": ' + "9" * 400 + ".5}",
+    )
+    event = await scalar(engine, "select max(id) from audit_events")
+    exported = await invoke(cli_env, "audit", "export")
+    assert exported.code == 0, exported.stderr
+    assert "Infinity" not in exported.stdout
+    records = [json.loads(line) for line in exported.stdout.splitlines()]
+    [record] = [r for r in records if r["id"] == event]
+    assert (record["data"], record["data_unreadable"]) == (None, True)
+    assert all("data_unreadable" not in r for r in records if r["id"] != event)
+    table = await invoke(cli_env, "audit", "export", "--format", "csv")
+    assert table.code == 0, table.stderr
+    assert "Infinity" not in table.stdout
+
+
 async def test_pending_all_marks_a_shown_copy_it_cannot_read(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import enum
 import json
+import math
 import re
 import sys
 import uuid
@@ -206,9 +207,27 @@ def export_record(row: dict[str, Any]) -> dict[str, Any]:
     for name in ("run_id", "request_id"):
         if record[name] is not None:
             record[name] = str(record[name])
-    if row.get("data_unreadable"):
+    if row.get("data_unreadable") or not _finite(record["data"]):
+        # A number jsonb keeps and a float cannot (a 400-digit decimal reads as Infinity, which
+        # is no JSON): written as unreadable, never as a value no JSON reader takes.
+        record["data"] = None
         record["data_unreadable"] = True
     return record
+
+
+def _finite(value: Any) -> bool:
+    """Whether ``value`` holds no infinite or NaN float (iteratively: data is shallow, but a
+    reader never trusts that)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 @audit_app.command("export")
