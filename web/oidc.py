@@ -213,7 +213,16 @@ class OidcLogin:
                 code=code,
                 code_verifier=flow["code_verifier"],
             )
-            claims = await self._client.parse_id_token(token, nonce=flow["nonce"])
+            # The issuer and this app's client id, both essential: authlib checks the audience
+            # only when told to (without it, a token for another client with our azp passed).
+            claims = await self._client.parse_id_token(
+                token,
+                nonce=flow["nonce"],
+                claims_options={
+                    "iss": {"essential": True, "values": [metadata["issuer"]]},
+                    "aud": {"essential": True, "values": [self._client.client_id]},
+                },
+            )
             if claims is None:
                 raise _SignInFailed("The sign-in provider returned no ID token.", 502)
             groups = claims.get(self._groups_claim)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import httpx
@@ -189,6 +190,28 @@ def test_the_authorization_request_uses_pkce_s256_and_the_token_request_proves_i
     digest = hashlib.sha256(exchange["code_verifier"].encode()).digest()
     assert base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == request["code_challenge"]
     assert "client_secret" not in exchange  # sent as HTTP Basic, not in the form
+
+
+@pytest.mark.parametrize(
+    ("sub", "claims"),
+    [
+        # Issued to another client, with our client id as authorized party: authlib passed it.
+        ("aud-other", {"aud": "some-other-client", "azp": "approvals-test"}),
+        ("aud-empty", {"aud": []}),
+        ("aud-none-of-ours", {"aud": "some-other-client"}),
+    ],
+)
+def test_an_id_token_whose_audience_is_not_this_app_signs_nobody_in(
+    provider: RunningProvider,
+    sign_in_app: SignInApp,
+    browser: httpx.Client,
+    sub: str,
+    claims: dict[str, Any],
+) -> None:
+    # The provider stub copies a user's claims over the ID token's own.
+    provider.set_user(sub, {"preferred_username": sub, "groups": ["approvers"], **claims})
+    refused = _sign_in(browser, sign_in_app.url, sub)
+    assert refused.status_code == 502, refused.text
 
 
 @pytest.mark.parametrize(
