@@ -188,7 +188,7 @@ def router() -> APIRouter:
             )
         throttle: LoginThrottle = request.app.state.throttle
         client = request.client.host if request.client else "?"
-        wait = throttle.blocked(username, client)
+        wait, counted_at = throttle.attempt(username, client)
         if wait:
             return login_page(
                 request,
@@ -199,7 +199,6 @@ def router() -> APIRouter:
             )
         principal = await _engine(request).accounts.authenticate(username, password)
         if principal is None:
-            throttle.failed(username, client)
             return login_page(
                 request,
                 401,
@@ -207,7 +206,7 @@ def router() -> APIRouter:
                 next=_safe_next(next),
                 username=username,
             )
-        throttle.succeeded(username, client)
+        throttle.succeeded(username, client, counted_at)
         return await sign_in(request, principal, _safe_next(next))
 
     @pages.post("/logout")

@@ -302,15 +302,21 @@ class LoginThrottle:
     affected); a higher ``account_attempts`` trades that against guesses allowed.
     """
 
+    #: How many (name, address) and name counts are kept. Past it, the ones least recently
+    #: failed that are under their limit go first; a count at its limit is never forgotten
+    #: (forgetting the oldest, a spray of made-up names wiped a guessed account's count).
+    CAPACITY = 10_000
+
     def __init__(self, attempts: int, window: float, account_attempts: int | None = None) -> None:
         self._attempts = attempts
         self._account_attempts = account_attempts or attempts * 4
         self._window = window
-        self._failures: dict[tuple[str, str | None], deque[float]] = {}
+        #: Least recently failed first.
+        self._failures: OrderedDict[tuple[str, str | None], deque[float]] = OrderedDict()
 
     def _recent(self, key: tuple[str, str | None]) -> deque[float]:
         now = time.monotonic()
-        failures = self._failures.setdefault(key, deque())
+        failures = self._failures.get(key) or deque()
         while failures and now - failures[0] > self._window:
             failures.popleft()
         return failures
@@ -321,6 +327,9 @@ class LoginThrottle:
             return 0.0
         return max(0.0, self._window - (time.monotonic() - failures[-limit]))
 
+    def _limit(self, key: tuple[str, str | None]) -> int:
+        return self._account_attempts if key[1] is None else self._attempts
+
     def blocked(self, name: str, client: str) -> float:
         """Seconds until another attempt is allowed; 0 when it is."""
         account = name.lower()
@@ -329,17 +338,42 @@ class LoginThrottle:
             self._wait((account, None), self._account_attempts),
         )
 
-    def failed(self, name: str, client: str) -> None:
+    def attempt(self, name: str, client: str) -> tuple[float, float]:
+        """Seconds until another attempt is allowed (0: go on), and the moment this attempt was
+        counted at. An attempt counts as failed from the moment it is let through, before its
+        password is checked: checked first and counted after, attempts sent together all
+        passed the check while the first was still being checked."""
+        wait = self.blocked(name, client)
+        if wait:
+            return wait, 0.0
+        now = time.monotonic()
         account = name.lower()
-        self._recent((account, client)).append(time.monotonic())
-        self._recent((account, None)).append(time.monotonic())
-        while len(self._failures) > 10_000:  # bounded memory under a spray of names
-            self._failures.pop(next(iter(self._failures)))
+        for key in ((account, client), (account, None)):
+            failures = self._recent(key)
+            failures.append(now)
+            self._failures[key] = failures
+            self._failures.move_to_end(key)
+        self._bound()
+        return 0.0, now
 
-    def succeeded(self, name: str, client: str) -> None:
-        # Only this client's count: a success must not reset the account-wide count that
-        # someone else's guesses built up.
-        self._failures.pop((name.lower(), client), None)
+    def succeeded(self, name: str, client: str, counted_at: float | None = None) -> None:
+        """The attempt counted at ``counted_at`` signed in: this client's count goes, and the
+        attempt leaves the account-wide count (not the rest of it: a success must not reset
+        the count that someone else's guesses built up)."""
+        account = name.lower()
+        self._failures.pop((account, client), None)
+        everyone = self._failures.get((account, None))
+        if counted_at is not None and everyone is not None and counted_at in everyone:
+            everyone.remove(counted_at)
+
+    def _bound(self) -> None:
+        if len(self._failures) <= self.CAPACITY:
+            return
+        for key in list(self._failures):
+            if len(self._failures) <= self.CAPACITY:
+                return
+            if len(self._recent(key)) < self._limit(key):
+                del self._failures[key]
 
 
 class SecurityHeaders:

@@ -3,6 +3,7 @@ CSRF, a spoofed Host, spoofed X-Forwarded-For, what /events tells whom, and cach
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 
@@ -121,15 +122,64 @@ def test_the_throttle_counts_per_account_across_addresses_without_locking_out_an
     throttle = LoginThrottle(attempts=3, window=300, account_attempts=6)
     # One person mistyping on a shared address: paused there, for that account only.
     for _ in range(3):
-        throttle.failed("ann", "198.51.100.7")
+        assert throttle.attempt("ann", "198.51.100.7")[0] == 0  # each let through, counted
     assert throttle.blocked("ann", "198.51.100.7") > 0
     assert throttle.blocked("bob", "198.51.100.7") == 0  # her colleagues behind the same NAT
     assert throttle.blocked("ann", "192.0.2.1") == 0  # and ann herself, elsewhere
     # Guessing from many addresses: the account-wide limit stops it.
     for i in range(3):
-        throttle.failed("ann", f"203.0.113.{i}")
+        throttle.attempt("ann", f"203.0.113.{i}")
     assert throttle.blocked("ann", "203.0.113.200") > 0
     assert throttle.blocked("bob", "203.0.113.200") == 0
+
+
+async def test_guesses_sent_at_once_are_throttled_as_if_sent_one_by_one(
+    server: Server, engine: Engine
+) -> None:
+    # Checked before and counted after the password check (scrypt, on a thread), 40 guesses
+    # sent together were all checked, the right one among them signing in.
+    await add_user(engine, "ann", "support")
+    async with httpx.AsyncClient(
+        base_url=server.url, headers={"origin": server.url}, timeout=120
+    ) as c:
+        token = login_csrf_of((await c.get("/login")).text)
+
+        async def guess(password: str) -> int:
+            form = {"username": "ann", "password": password, "csrf": token}
+            return (await c.post("/login", data=form)).status_code
+
+        passwords = [f"wrong-{i}" for i in range(40)]
+        passwords[20] = PASSWORD
+        codes = await asyncio.gather(*(guess(p) for p in passwords))
+    checked = [code for code in codes if code in (401, 303)]
+    assert len(checked) <= server.settings.login_attempts, codes
+    assert codes.count(429) >= len(codes) - server.settings.login_attempts
+
+
+def test_a_success_takes_back_only_its_own_attempt() -> None:
+    throttle = LoginThrottle(attempts=3, window=300, account_attempts=4)
+    for i in range(3):
+        throttle.attempt("ann", f"203.0.113.{i}")  # someone else's guesses
+    wait, counted_at = throttle.attempt("ann", "198.51.100.7")
+    assert wait == 0
+    throttle.succeeded("ann", "198.51.100.7", counted_at)
+    # Her sign-in is not a guess against her account; the three guesses still count.
+    assert throttle.blocked("ann", "192.0.2.1") == 0
+    throttle.attempt("ann", "192.0.2.1")
+    assert throttle.blocked("ann", "192.0.2.2") > 0
+
+
+def test_a_spray_of_made_up_names_never_forgets_a_count_at_its_limit() -> None:
+    # Forgetting the oldest counts first, about 5,000 failures of made-up names wiped the
+    # account-wide count of a name guessed to its limit from many addresses.
+    throttle = LoginThrottle(attempts=3, window=300, account_attempts=20)
+    for i in range(20):
+        throttle.attempt("alice", f"203.0.113.{i}")
+    assert throttle.blocked("alice", "192.0.2.1") > 0
+    for i in range(3 * LoginThrottle.CAPACITY):
+        throttle.attempt(f"junk-{i}", "198.51.100.7")
+    assert throttle.blocked("alice", "192.0.2.1") > 0
+    assert len(throttle._failures) <= LoginThrottle.CAPACITY + 21
 
 
 def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
