@@ -211,7 +211,10 @@ def verify_signature(
     current = time.time() if now is None else now
     if abs(current - sent_at) > tolerance:
         return False
-    return hmac.compare_digest(sign(secret, timestamp, body), signature)
+    # Bytes, not text: compare_digest raises for text that is not ASCII (a header "sha256=é"
+    # made a receiver built on this answer 500 instead of refusing it).
+    expected = sign(secret, timestamp, body).encode()
+    return hmac.compare_digest(expected, signature.encode("utf-8", "surrogatepass"))
 
 
 def backoff_seconds(attempt: int, *, base: float, cap: float) -> float:

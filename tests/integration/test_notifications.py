@@ -456,6 +456,9 @@ def test_a_tampered_body_fails_verification() -> None:
     assert not verify_signature("another-secret-entirely", timestamp, body, signature)
     assert not verify_signature(SECRET, str(int(timestamp) + 1), body, signature)
     assert not verify_signature(SECRET, "not-a-time", body, signature)
+    # A header no honest sender writes is a refusal, not an exception (a receiver's 500).
+    for hostile in ("sha256=\u00e9", "sha256=\ud800", signature + "\u00e9", ""):
+        assert not verify_signature(SECRET, timestamp, body, hostile)
 
 
 def test_an_old_or_future_timestamp_fails_verification() -> None:
