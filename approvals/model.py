@@ -43,6 +43,12 @@ class OnExpiry(enum.StrEnum):
     ESCALATE = "escalate"
 
 
+#: The longest a request may wait on one step (its first deadline, or one escalation step's):
+#: ten years. A deadline is a timestamp; one some hundred thousand years out overflowed it in
+#: the sweep, whose every pass then failed on that one request.
+MAX_EXPIRES_IN = timedelta(days=3650)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EscalationStep:
     """One step of an escalation chain: the approver groups a request passes to when its
@@ -71,6 +77,8 @@ class EscalationStep:
         ):
             return None
         if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds <= 0:
+            return None
+        if seconds > MAX_EXPIRES_IN.total_seconds():
             return None
         return cls(approvers=tuple(approvers), expires_in=timedelta(seconds=seconds))
 

@@ -18,6 +18,7 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from approvals.errors import ApprovalsError
+from approvals.model import MAX_EXPIRES_IN
 
 _DURATION = re.compile(r"(\d+)([smhd])")
 _DURATION_FULL = re.compile(r"(?:\d+[smhd])+")
@@ -226,6 +227,10 @@ class Reader:
         seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in _DURATION.findall(value))
         if seconds <= 0:
             raise self.error(node, f"{what}: a duration must be longer than zero")
+        if seconds > MAX_EXPIRES_IN.total_seconds():
+            raise self.error(
+                node, f"{what}: a duration must be at most {format_duration(MAX_EXPIRES_IN)}"
+            )
         return timedelta(seconds=seconds)
 
     def _got(self, node: Node, value: Any) -> str:

@@ -255,6 +255,26 @@ async def test_an_escalation_chain_hands_the_request_on_then_expires_it(governed
     ]
 
 
+async def test_a_chain_step_rewritten_to_a_far_deadline_escalates_within_ten_years(
+    governed: Engine,
+) -> None:
+    # A step of 200,000,000 days (the engine writes none past ten years) overflowed the
+    # timestamp: every pass of the sweep failed on this request, and none expired again.
+    out = await governed.runner.start("escalating", {"message": "refund 1001"}, principal="shop")
+    request_id = out.pending[0]
+    async with governed.connection() as conn:
+        await conn.execute(
+            "update approval_requests set escalation_chain = %s::jsonb where id = %s",
+            ('[{"approvers": ["finance"], "expires_in_seconds": 17280000000000}]', request_id),
+        )
+    await set_deadline(governed, request_id, -1)
+    swept = await governed.expiry.sweep()
+    assert swept.escalated == (request_id,)
+    escalated = await governed.requests.get(request_id)
+    assert escalated is not None
+    assert escalated.expires_at - datetime.now(UTC) <= timedelta(days=3650)
+
+
 async def test_an_escalated_request_is_decided_by_its_new_group_in_time(governed: Engine) -> None:
     out = await governed.runner.start("escalating", {"message": "refund 1001"}, principal="shop")
     request_id = out.pending[0]

@@ -22,6 +22,7 @@ from agent_hooks import (
 )
 
 from approvals.errors import ApprovalsError
+from approvals.model import EscalationStep
 from approvals.policy import (
     Policy,
     PolicyError,
@@ -264,6 +265,27 @@ def test_a_bad_duration_is_refused() -> None:
     )
     assert error.line == 7
     assert "expires_in: expected a duration such as 30m, 2h or 1d" in error.reason
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "    expires_in: 200000000d\n",
+        "    on_expiry: escalate\n    then:\n      - {approvers: [finance], expires_in: 3651d}\n",
+    ],
+)
+def test_a_deadline_past_ten_years_is_refused(field: str) -> None:
+    # A deadline some hundred thousand years out overflowed the timestamp in the sweep, whose
+    # every pass then failed on that request: nothing expired or escalated again.
+    error = refusal(
+        REFUND_HEAD
+        + "  - id: big-refunds\n    point: pre_tool_call\n    action: escalate\n"
+        + "    approvers: [support]\n"
+        + field
+    )
+    assert "a duration must be at most 3650d" in error.reason
+    too_far = {"approvers": ["a"], "expires_in_seconds": 3651 * 86400}
+    assert EscalationStep.from_json(too_far) is None
 
 
 def test_a_quorum_out_of_range_or_off_an_escalation_is_refused() -> None:
