@@ -30,6 +30,7 @@ from approvals.identity import call_identity
 from approvals.model import (
     DECIDED_STATUSES,
     DECISION_TYPES,
+    MAX_EXPIRES_IN,
     DecisionKind,
     DecisionRecord,
     EscalationStep,
@@ -221,6 +222,8 @@ def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) ->
         changes["reason"] = reason
     seconds = approval.get("expires_in_seconds")
     if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
+        # Another interceptor's deadline, at most ten years out like a policy file's.
+        seconds = min(seconds, int(MAX_EXPIRES_IN.total_seconds()))
         changes["expires_at"] = datetime.now(UTC) + timedelta(seconds=seconds)
     approvers = approval.get("approvers")
     if isinstance(approvers, list) and all(isinstance(a, str) for a in approvers):

@@ -4,14 +4,21 @@ the request that decision belongs to (``graphs.resolver.decided_beforehand``).""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from agent_hooks import ApprovalOutcome, ApprovalRequest, InterceptionPoint, Verdict
 
 from approvals.memory import MemoryStore
 from approvals.memory.requests import MemoryApprovalRequests, MemoryDecisions
-from approvals.model import DecisionKind, DecisionRecord, PendingCall, RequestStatus
+from approvals.model import (
+    MAX_EXPIRES_IN,
+    DecisionKind,
+    DecisionRecord,
+    PendingCall,
+    RequestStatus,
+)
 from approvals.ports import NewRequest, NewRun
-from graphs.resolver import StoredDecisionResolver, decided_beforehand
+from graphs.resolver import StoredDecisionResolver, _escalated, decided_beforehand
 from tests.contracts.records import new_request
 
 
@@ -109,3 +116,18 @@ async def test_outside_a_resume_the_request_is_read() -> None:
 
     assert requests.opened == before + 1
     assert resolution.outcome is ApprovalOutcome.APPROVE
+
+
+def test_another_interceptors_deadline_is_at_most_ten_years_out() -> None:
+    # A deadline of 200,000,000 days overflowed (a step's crash, or a timestamp the sweep
+    # could not write): it is cut to the ten years a policy file may name.
+    run = NewRun(
+        run_id=str(uuid.uuid4()),
+        thread_id="thread-1",
+        graph="refund",
+        started_by="local:alice",
+        input={},
+    )
+    shaped = _escalated(new_request(run), None, {"expires_in_seconds": 17_280_000_000_000})
+    assert shaped.expires_at - datetime.now(UTC) <= MAX_EXPIRES_IN
+    assert shaped.expires_at - datetime.now(UTC) > MAX_EXPIRES_IN - timedelta(minutes=1)
