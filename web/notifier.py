@@ -263,8 +263,12 @@ class Notifier:
         self._timeout = timeout
         self._poll_interval = poll_interval
         self._batch = batch
-        # Far longer than one attempt can take, so a live sender's lease never lapses.
+        # Longer than one attempt may take (``_attempt_limit``), so a live sender's lease never
+        # lapses and another worker never sends the same notice meanwhile.
         self._lease = max(60.0, 6 * timeout)
+        # The whole of one attempt, not each read: ``timeout`` bounds every read, and a
+        # receiver answering a byte every half second held an attempt past the lease.
+        self._attempt_limit = self._lease / 2
 
     @classmethod
     def from_settings(
@@ -315,6 +319,11 @@ class Notifier:
             )
         return len(notices) + len(run_notices)
 
+    def _overran(self) -> Outcome:
+        return Outcome(
+            DeliveryStatus.RETRY, error=f"no complete answer within {self._attempt_limit:.0f}s"
+        )
+
     def _settled(self, outcome: Outcome, attempt: int) -> tuple[Outcome, float]:
         """What a delivery attempt comes to: a retry past the last attempt gives up, any other
         retry waits its backoff (seconds)."""
@@ -328,7 +337,11 @@ class Notifier:
     async def _deliver_run(self, notice: RunNotice, client: httpx.AsyncClient) -> None:
         assert self._runs is not None
         try:
-            outcome = await self._webhooks[notice.channel].send_run(notice, client)
+            outcome = await asyncio.wait_for(
+                self._webhooks[notice.channel].send_run(notice, client), self._attempt_limit
+            )
+        except TimeoutError:
+            outcome = self._overran()
         except Exception as exc:  # a bug in a channel must not stop the others
             log.exception("run notification %s failed", notice.delivery_header)
             outcome = Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -355,7 +368,9 @@ class Notifier:
     async def _deliver(self, notice: Notice, client: httpx.AsyncClient) -> None:
         channel = self._channels[notice.channel]
         try:
-            outcome = await channel.send(notice, client)
+            outcome = await asyncio.wait_for(channel.send(notice, client), self._attempt_limit)
+        except TimeoutError:
+            outcome = self._overran()
         except Exception as exc:  # a bug in a channel must not stop the others
             log.exception("notification %s on %s failed", notice.delivery_id, notice.channel)
             outcome = Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])

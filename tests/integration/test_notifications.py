@@ -487,3 +487,54 @@ def test_notification_settings_come_from_the_environment(
     monkeypatch.setenv("APPROVALS_NOTIFY_WEBHOOKS", '[{"url": "ftp://x", "secret": "short"}]')
     with pytest.raises(ValueError, match="notify_webhooks"):
         Settings()
+
+
+async def test_a_receiver_that_trickles_its_answer_ends_the_attempt_before_the_lease(
+    engine: Engine, settings: Settings
+) -> None:
+    """Each read within the timeout, the whole answer far past the lease: the attempt went on
+    while another worker claimed the lapsed lease and sent the same notice again. The attempt
+    is bounded as a whole (half the lease; shortened here), and is retried, not left running."""
+
+    async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+        try:
+            for _ in range(100):
+                await asyncio.sleep(0.2)
+                writer.write(b"x")
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    receiver = await asyncio.start_server(trickle, "127.0.0.1", 0)
+    port = receiver.sockets[0].getsockname()[1]
+    configured = settings.model_copy(
+        update={
+            "public_url": PUBLIC_URL,
+            "notify_timeout_seconds": 1.0,
+            "notify_webhooks": [
+                WebhookTarget(
+                    url=f"http://127.0.0.1:{port}/hook", secret=SecretStr(SECRET), name="ops"
+                )
+            ],
+        }
+    )
+    notifier = notifier_for(engine, configured)
+    assert notifier._attempt_limit < notifier._lease
+    notifier._attempt_limit = 1.0
+    try:
+        await start_refund(engine, "refund 1001")
+        started = time.monotonic()
+        assert await asyncio.wait_for(notifier.run_once(), 10) == 1
+        assert time.monotonic() - started < 5
+    finally:
+        receiver.close()
+    status, error = (
+        await scalar(engine, "SELECT status FROM notification_deliveries"),
+        await scalar(engine, "SELECT last_error FROM notification_deliveries"),
+    )
+    assert status == "retry"
+    assert "no complete answer within" in str(error)
