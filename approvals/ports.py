@@ -6,7 +6,7 @@ on these shapes, so the domain never imports an adapter.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -230,9 +230,12 @@ class ClaimedJob(Protocol):
 
 
 class ResumeQueue(Protocol):
-    def claim(self) -> AbstractAsyncContextManager[ClaimedJob | None]:
-        """Claim the oldest queued job (skipping those held by others) and hold the per-thread
-        lock of its run until the context exits. A crash releases both."""
+    def claim(
+        self, skip_graphs: Collection[str] = ()
+    ) -> AbstractAsyncContextManager[ClaimedJob | None]:
+        """Claim the oldest queued job (skipping those held by others, and those of runs of
+        ``skip_graphs``) and hold the per-thread lock of its run until the context exits. A
+        crash releases both."""
         ...
 
     async def wait(self, seconds: float) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 
 from approvals.errors import ApprovalsError, DatabaseUnavailable, GraphLoadError, GraphNotFound
 from approvals.model import JobStatus, SweepResult
@@ -23,6 +24,12 @@ log = logging.getLogger("approvals.worker")
 # rolled back) for a later try or for a worker that can build the graph.
 RETRYABLE = (DatabaseUnavailable, GraphNotFound, GraphLoadError)
 MAX_BACKOFF = 30.0
+#: How long a worker leaves the jobs of a graph it could not build (not registered here, or
+#: its factory failed) to others before trying one again.
+SET_ASIDE_SECONDS = 30.0
+#: The errors of one job's graph, not of the queue: the job stays queued for a worker that
+#: can build it, and this one goes on with the others.
+NOT_HERE = (GraphNotFound, GraphLoadError)
 
 
 class Worker:
@@ -40,12 +47,20 @@ class Worker:
         self._queue = queue
         self._concurrency = concurrency
         self._poll_interval = poll_interval
+        #: Graph -> when (monotonic) this worker tries its jobs again.
+        self._set_aside: dict[str, float] = {}
+
+    def _skipped(self) -> list[str]:
+        now = time.monotonic()
+        for graph in [g for g, until in self._set_aside.items() if until <= now]:
+            del self._set_aside[graph]
+        return list(self._set_aside)
 
     async def process_one(self) -> bool:
         """Claim and resume one job. ``False`` when the queue had nothing claimable.
 
         Raises a ``RETRYABLE`` error with the job left queued."""
-        async with self._queue.claim() as claimed:
+        async with self._queue.claim(self._skipped()) as claimed:
             if claimed is None:
                 return False
             job = claimed.job
@@ -57,6 +72,18 @@ class Worker:
             )
             try:
                 await self._runner.resume(claimed)
+            except NOT_HERE as exc:
+                # Left queued (the claim rolls back), and set aside: as the oldest job, it
+                # was claimed again on every pass and the runs behind it waited.
+                log.error(
+                    "job %s left queued: %s; this worker leaves graph %r's jobs for %.0fs",
+                    job.id,
+                    exc,
+                    job.graph,
+                    SET_ASIDE_SECONDS,
+                )
+                self._set_aside[job.graph] = time.monotonic() + SET_ASIDE_SECONDS
+                raise
             except RETRYABLE:
                 raise
             except ApprovalsError as exc:
@@ -75,10 +102,13 @@ class Worker:
     async def drain(self, stop: asyncio.Event | None = None) -> int:
         """Resume what is queued (until ``stop`` is set); return how many jobs were processed.
 
-        On a retryable error the lanes stop claiming, finish what they hold, and the first
-        error is raised."""
+        A job whose graph this worker cannot build stays queued and its graph is set aside
+        (``SET_ASIDE_SECONDS``): the lanes go on with the jobs behind it, and its error is
+        raised once they are done. On another retryable error (the database) the lanes stop
+        claiming, finish what they hold, and the first error is raised."""
         halt = asyncio.Event()
         errors: list[ApprovalsError] = []
+        left: list[ApprovalsError] = []
 
         async def lane() -> int:
             done = 0
@@ -86,6 +116,9 @@ class Worker:
                 try:
                     if not await self.process_one():
                         break
+                except NOT_HERE as exc:
+                    left.append(exc)  # set aside: the lane goes on with the jobs behind it
+                    continue
                 except RETRYABLE as exc:
                     errors.append(exc)
                     halt.set()
@@ -94,8 +127,8 @@ class Worker:
             return done
 
         counts = await asyncio.gather(*(lane() for _ in range(self._concurrency)))
-        if errors:
-            raise errors[0]
+        if errors or left:
+            raise (errors or left)[0]
         return sum(counts)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -8,7 +8,7 @@ heartbeats, no leases to tune.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 
 import psycopg
@@ -63,9 +63,9 @@ class PgResumeQueue:
         self._listener: psycopg.AsyncConnection[dict[str, object]] | None = None
 
     @asynccontextmanager
-    async def claim(self) -> AsyncIterator[PgClaimedJob | None]:
+    async def claim(self, skip_graphs: Collection[str] = ()) -> AsyncIterator[PgClaimedJob | None]:
         async with self._db.transaction() as conn:
-            row = await self._db.one("claim_job", {}, conn)
+            row = await self._db.one("claim_job", {"skip": list(skip_graphs)}, conn)
             if row is None:
                 yield None
                 return

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -208,11 +208,20 @@ class MemoryResumeQueue:
         self._wakeups: asyncio.Queue[str] | None = None
 
     @asynccontextmanager
-    async def claim(self) -> AsyncIterator[MemoryClaimedJob | None]:
+    async def claim(
+        self, skip_graphs: Collection[str] = ()
+    ) -> AsyncIterator[MemoryClaimedJob | None]:
         store = self._store
         held = store.claimed
         stored = next(
-            (j for j in store.jobs if j.status is JobStatus.QUEUED and j.id not in held), None
+            (
+                j
+                for j in store.jobs
+                if j.status is JobStatus.QUEUED
+                and j.id not in held
+                and self._job(j).graph not in skip_graphs
+            ),
+            None,
         )
         if stored is None:
             yield None

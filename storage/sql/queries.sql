@@ -385,10 +385,15 @@ SELECT principal FROM approval_votes WHERE request_id = %(id)s AND person = %(pe
 -- its connection dies.
 -- Nothing here may be read for the resume: this statement's snapshot predates the lock
 -- (begin_resume reads, after it, what the thread's last holder may have changed).
+-- `skip`: graphs this worker set aside (it could not build them lately): their jobs stay
+-- queued, for a worker that can, and the ones behind them are claimed meanwhile.
 SELECT q.*, r.graph, a.call_id,
        pg_advisory_xact_lock(approvals_thread_lock_key_v1(q.thread_id))::text AS locked
-  FROM (SELECT * FROM resume_queue
+  FROM (SELECT * FROM resume_queue j
          WHERE status = 'queued'
+           AND (cardinality(%(skip)s::text[]) = 0
+                OR NOT EXISTS (SELECT 1 FROM runs s
+                                WHERE s.id = j.run_id AND s.graph = ANY (%(skip)s::text[])))
          ORDER BY id
          LIMIT 1
          FOR UPDATE SKIP LOCKED) q

@@ -85,6 +85,22 @@ async def test_the_oldest_job_is_claimed_first(adapters: Adapters) -> None:
             assert next_one.job.request_id == second
 
 
+async def test_a_claim_skips_the_jobs_of_graphs_set_aside(adapters: Adapters) -> None:
+    refund = await waiting_run(adapters)
+    await _decided(adapters, refund)
+    mail = await waiting_run(adapters, graph="email")
+    await _decided(adapters, mail)
+
+    async with adapters.queue.claim(["refund"]) as claimed:
+        assert claimed is not None
+        assert claimed.job.run_id == mail.run_id  # the refund's job is older
+    async with adapters.queue.claim(["refund", "email"]) as nothing:
+        assert nothing is None
+    async with adapters.queue.claim() as oldest:
+        assert oldest is not None
+        assert oldest.job.run_id == refund.run_id
+
+
 async def test_a_claim_waits_for_its_threads_step(adapters: Adapters) -> None:
     run = await waiting_run(adapters)
     await _decided(adapters, run)

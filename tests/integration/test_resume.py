@@ -275,11 +275,27 @@ async def test_a_worker_without_the_graph_leaves_the_job_queued(
 
     run = await start_refund(engine)
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
-    misconfigured = Settings(database_url=database_url, graphs={"refund": "nowhere:build"})
+    # Queued behind the refund: a run of a graph the misconfigured worker can build.
+    mail = await engine.runner.start(
+        "email", {"message": "Email bob@example.com about the quarterly report"}, principal="ann"
+    )
+    await engine.decide_as_operator(mail.pending[0], "approve", principal="bob")
+    misconfigured = Settings(
+        database_url=database_url,
+        graphs={"refund": "nowhere:build", "email": "graphs.examples.email:build"},
+        worker_concurrency=1,
+    )
     async with open_engine(database_url, misconfigured) as other:
+        # The refund's job is set aside, not claimed again and again: the one behind it is
+        # resumed first (with one lane, a job of an unbuildable graph stopped every other
+        # run), then the drain says what it left.
         with pytest.raises(GraphLoadError):
             await other.worker.drain()
-    assert await scalar(engine, "select status from resume_queue") == "queued"
+    assert len(await side_effects(engine, mail.run_id, "send-1")) == 1
+    assert (
+        await scalar(engine, "select status from resume_queue where run_id = %s", run.run_id)
+        == "queued"
+    )
     assert await engine.worker.drain() == 1
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
 
