@@ -267,6 +267,8 @@ class OpenAIRunner:
             states,
             waiting,
             rejected,
+            # Each resume is a new invocation: the run's count goes on from its ledger.
+            successful_counts(await self._deps.ledger.for_run(job.run_id)),
         )
         outcome = await _ended(holder, outcome)
         await complete_job(claimed, outcome)
@@ -283,10 +285,12 @@ class OpenAIRunner:
         states: OpenAIRunStates,
         waiting: dict[str, str],
         rejected: list[Any] | None = None,
+        ran: dict[str, int] | None = None,
     ) -> RunOutcome:
         """Run the agent from ``given`` (the input, or a decided state) until it finishes or
         pauses, and store where it stands. ``rejected``: the interruptions the state was told
-        to reject, whose ``pre_tool_call`` is emitted first (answered by the stored decision)."""
+        to reject, whose ``pre_tool_call`` is emitted first (answered by the stored decision).
+        ``ran``: how many times each tool ran in the run before (none at its start)."""
         session = holder.get(host.governance, graph=host.name, run_id=run_id, principal=principal)
         current = HostRun(
             run_id=run_id,
@@ -295,7 +299,7 @@ class OpenAIRunner:
             agent_name=host.name,
             deps=self._deps,
             session=session,
-            counts=successful_counts(await self._deps.ledger.for_run(run_id)),
+            counts=dict(ran or {}),
         )
         token = enter(current)
         try:
