@@ -47,10 +47,10 @@ from web.api_models import (
 )
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError, ErrorBody
+from web.json_bodies import UniqueKeysRoute
 from web.request_stream import open_stream as open_request_stream
 from web.run_stream import parse_after
 from web.run_stream import run_events as stream_run_events
-from web.security import UniqueKeysRoute
 from web.settings import Settings
 
 log = logging.getLogger("approvals.web")

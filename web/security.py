@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import os
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from fastapi.routing import APIRoute
 from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
@@ -465,38 +462,3 @@ async def _too_large(send: Send, limit: int) -> None:
         }
     )
     await send({"type": "http.response.body", "body": body})
-
-
-class UniqueKeysRequest(Request):
-    """A request whose JSON body may not name a key twice in one object. ``json.loads`` keeps
-    the last of duplicates, so ``{"decision": "reject", "decision": "approve"}`` approved,
-    while a proxy, a firewall or an audit tap reading the first saw a rejection: one body, two
-    meanings. FastAPI turns the ``JSONDecodeError`` into a 422."""
-
-    async def json(self) -> Any:
-        if not hasattr(self, "_json"):
-            body = await self.body()
-            self._json = json.loads(body, object_pairs_hook=_unique_keys)
-        return self._json
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            twice = f"the key {json.dumps(key)} appears twice in one object"
-            raise json.JSONDecodeError(twice, "", 0)
-        found[key] = value
-    return found
-
-
-class UniqueKeysRoute(APIRoute):
-    """An API route that reads JSON bodies with ``UniqueKeysRequest``."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def handle(request: Request) -> Response:
-            return await handler(UniqueKeysRequest(request.scope, request.receive))
-
-        return handle
