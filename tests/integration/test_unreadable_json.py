@@ -262,19 +262,23 @@ async def test_the_cli_lists_and_exports_an_unreadable_log_event_and_verify_name
     assert as_json.json()["finding"]["event_id"] == event
 
 
+async def planted_event(engine: Engine, data: str) -> int:
+    """After a run's events, one with ``data`` (JSON text jsonb keeps), inserted through the
+    chain's trigger as the runtime role may; its id."""
+    await start_refund(engine)
+    await execute(
+        engine, "insert into audit_events (kind, data) values ('x.planted', %s::jsonb)", data
+    )
+    return int(await scalar(engine, "select max(id) from audit_events"))
+
+
 async def test_a_log_event_with_a_number_too_long_to_read_is_listed_exported_and_named(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     """jsonb keeps an integer of 5,000 digits, which ``json.loads`` refuses to convert (a
     ValueError, not a RecursionError): one such event, inserted through the chain's trigger as
     the runtime role may, made the log's page a 500 and export and verify a traceback."""
-    await start_refund(engine)
-    await execute(
-        engine,
-        "insert into audit_events (kind, data) values ('x.big', %s::jsonb)",
-        '{"n": ' + "9" * 5_000 + "}",
-    )
-    event = await scalar(engine, "select max(id) from audit_events")
+    event = await planted_event(engine, '{"n": ' + "9" * 5_000 + "}")
     listed_events = await engine.audit.search(AuditFilter(), limit=500)
     [big] = [e for e in listed_events if e["id"] == event]
     assert (big["data"], big["data_unreadable"]) == (None, True)
@@ -293,13 +297,7 @@ async def test_a_log_event_with_a_number_no_float_holds_is_exported_unreadable_n
     """jsonb keeps a 400-digit decimal, which reads back as Infinity: the export wrote
     ``Infinity``, which no JSON reader takes. It is exported as unreadable data instead; the
     other events as they are."""
-    await start_refund(engine)
-    await execute(
-        engine,
-        "insert into audit_events (kind, data) values ('x.inf', %s::jsonb)",
-        '{"n": ' + "9" * 400 + ".5}",
-    )
-    event = await scalar(engine, "select max(id) from audit_events")
+    event = await planted_event(engine, '{"n": ' + "9" * 400 + ".5}")
     exported = await invoke(cli_env, "audit", "export")
     assert exported.code == 0, exported.stderr
     assert "Infinity" not in exported.stdout
