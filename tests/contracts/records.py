@@ -11,15 +11,22 @@ from approvals.ports import NewRequest, NewRun, Settlement
 from tests.contracts.backends import Adapters
 
 
-async def waiting_run(adapters: Adapters, *, graph: str = "refund") -> NewRun:
-    """A run whose first step settled as waiting (every request needs its run)."""
-    new = NewRun(
+def new_run(
+    *, thread_id: str | None = None, graph: str = "refund", input: dict[str, Any] | None = None
+) -> NewRun:
+    """A run alice starts, on a thread of its own unless ``thread_id`` is given."""
+    return NewRun(
         run_id=str(uuid.uuid4()),
-        thread_id=f"thread-{uuid.uuid4().hex[:8]}",
+        thread_id=thread_id or f"thread-{uuid.uuid4().hex[:8]}",
         graph=graph,
         started_by="local:alice",
-        input={"message": "refund 1001"},
+        input={"message": "refund 1001"} if input is None else input,
     )
+
+
+async def waiting_run(adapters: Adapters, *, graph: str = "refund") -> NewRun:
+    """A run whose first step settled as waiting (every request needs its run)."""
+    new = new_run(graph=graph)
     async with adapters.runs.begin(new) as lease:
         lease.settle(Settlement(run_id=new.run_id, status=RunStatus.WAITING))
     return new

@@ -11,7 +11,7 @@ import pytest
 from approvals.model import DecisionKind, JobStatus, RequestStatus, ResumeJob, RunStatus
 from approvals.ports import NewRun, Settlement
 from tests.contracts.backends import Adapters
-from tests.contracts.records import new_request, record, waiting_run
+from tests.contracts.records import new_request, new_run, record, waiting_run
 
 
 async def _decided(adapters: Adapters, run: NewRun, call_id: str = "call-1") -> str:
@@ -106,13 +106,7 @@ async def test_a_claim_waits_for_its_threads_step(adapters: Adapters) -> None:
     await _decided(adapters, run)
     entered = asyncio.Event()
     release = asyncio.Event()
-    step = NewRun(
-        run_id=str(uuid.uuid4()),
-        thread_id=run.thread_id,
-        graph="refund",
-        started_by="local:alice",
-        input={},
-    )
+    step = new_run(thread_id=run.thread_id, input={})
 
     async def hold() -> None:
         async with adapters.runs.begin(step):
@@ -148,13 +142,7 @@ async def test_a_claim_that_waited_for_its_threads_step_reads_the_steps_settleme
             await claimed.complete(JobStatus.SKIPPED, "read")
 
     for _ in range(30):
-        step = NewRun(
-            run_id=str(uuid.uuid4()),
-            thread_id=f"thread-{uuid.uuid4().hex[:8]}",
-            graph="refund",
-            started_by="local:alice",
-            input={},
-        )
+        step = new_run(input={})
         seen: list[tuple[RunStatus | None, int]] = []
         async with adapters.runs.begin(step) as lease:
             request_id = await _decided(adapters, step)
@@ -226,13 +214,7 @@ async def test_a_job_finished_without_a_settlement_leaves_the_run_as_it_was(
 
 
 async def test_a_settlement_without_an_answer_keeps_the_runs_answer(adapters: Adapters) -> None:
-    run = NewRun(
-        run_id=str(uuid.uuid4()),
-        thread_id=f"thread-{uuid.uuid4().hex[:8]}",
-        graph="refund",
-        started_by="local:alice",
-        input={},
-    )
+    run = new_run(input={})
     async with adapters.runs.begin(run) as lease:
         lease.settle(Settlement(run_id=run.run_id, status=RunStatus.WAITING, answer="so far"))
     await _decided(adapters, run)
@@ -258,13 +240,7 @@ async def test_a_listening_worker_is_woken_by_a_new_job(adapters: Adapters) -> N
 
 
 async def test_a_resume_check_reads_the_run_and_its_trail(adapters: Adapters) -> None:
-    run = NewRun(
-        run_id=str(uuid.uuid4()),
-        thread_id=f"thread-{uuid.uuid4().hex[:8]}",
-        graph="refund",
-        started_by="local:alice",
-        input={"message": "refund 1001", "context": {"shop": "eu"}},
-    )
+    run = new_run(input={"message": "refund 1001", "context": {"shop": "eu"}})
     async with adapters.runs.begin(run) as lease:
         lease.settle(
             Settlement(

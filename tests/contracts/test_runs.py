@@ -4,7 +4,6 @@ and its settlement is written as the lock is released."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 
@@ -12,16 +11,11 @@ from approvals.errors import ThreadBusy
 from approvals.model import RunStatus
 from approvals.ports import NewRun, Settlement
 from tests.contracts.backends import Adapters
+from tests.contracts.records import new_run
 
 
 def _new_run(thread_id: str = "thread-1") -> NewRun:
-    return NewRun(
-        run_id=str(uuid.uuid4()),
-        thread_id=thread_id,
-        graph="refund",
-        started_by="local:alice",
-        input={"message": "refund 1001"},
-    )
+    return new_run(thread_id=thread_id)
 
 
 async def test_a_run_is_running_during_its_step_and_settled_after(adapters: Adapters) -> None:
