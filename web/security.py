@@ -353,14 +353,14 @@ class LoginThrottle:
         self._bound()
         return 0.0, now
 
-    def succeeded(self, name: str, client: str, counted_at: float | None = None) -> None:
+    def succeeded(self, name: str, client: str, counted_at: float) -> None:
         """The attempt counted at ``counted_at`` signed in: this client's count goes, and the
         attempt leaves the account-wide count (not the rest of it: a success must not reset
         the count that someone else's guesses built up)."""
         account = name.lower()
         self._failures.pop((account, client), None)
         everyone = self._failures.get((account, None))
-        if counted_at is not None and everyone is not None and counted_at in everyone:
+        if everyone is not None and counted_at in everyone:
             everyone.remove(counted_at)
 
     def _bound(self) -> None:
