@@ -18,7 +18,7 @@ import json
 import logging
 import smtplib
 import ssl
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Protocol
@@ -319,10 +319,17 @@ class Notifier:
             )
         return len(notices) + len(run_notices)
 
-    def _overran(self) -> Outcome:
-        return Outcome(
-            DeliveryStatus.RETRY, error=f"no complete answer within {self._attempt_limit:.0f}s"
-        )
+    async def _attempt(self, sending: Awaitable[Outcome], what: str) -> Outcome:
+        """One delivery attempt, bounded as a whole; a channel that fails is retried (a bug in
+        one must not stop the others)."""
+        try:
+            return await asyncio.wait_for(sending, self._attempt_limit)
+        except TimeoutError:
+            error = f"no complete answer within {self._attempt_limit:.0f}s"
+            return Outcome(DeliveryStatus.RETRY, error=error)
+        except Exception as exc:
+            log.exception("%s failed", what)
+            return Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _settled(self, outcome: Outcome, attempt: int) -> tuple[Outcome, float]:
         """What a delivery attempt comes to: a retry past the last attempt gives up, any other
@@ -336,15 +343,10 @@ class Notifier:
 
     async def _deliver_run(self, notice: RunNotice, client: httpx.AsyncClient) -> None:
         assert self._runs is not None
-        try:
-            outcome = await asyncio.wait_for(
-                self._webhooks[notice.channel].send_run(notice, client), self._attempt_limit
-            )
-        except TimeoutError:
-            outcome = self._overran()
-        except Exception as exc:  # a bug in a channel must not stop the others
-            log.exception("run notification %s failed", notice.delivery_header)
-            outcome = Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
+        outcome = await self._attempt(
+            self._webhooks[notice.channel].send_run(notice, client),
+            f"run notification {notice.delivery_header}",
+        )
         outcome, retry_in = self._settled(outcome, notice.attempt)
         level = log.info if outcome.status is DeliveryStatus.SENT else log.warning
         level(
@@ -367,13 +369,10 @@ class Notifier:
 
     async def _deliver(self, notice: Notice, client: httpx.AsyncClient) -> None:
         channel = self._channels[notice.channel]
-        try:
-            outcome = await asyncio.wait_for(channel.send(notice, client), self._attempt_limit)
-        except TimeoutError:
-            outcome = self._overran()
-        except Exception as exc:  # a bug in a channel must not stop the others
-            log.exception("notification %s on %s failed", notice.delivery_id, notice.channel)
-            outcome = Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
+        outcome = await self._attempt(
+            channel.send(notice, client),
+            f"notification {notice.delivery_id} on {notice.channel}",
+        )
         outcome, retry_in = self._settled(outcome, notice.attempt)
         level = log.info if outcome.status is DeliveryStatus.SENT else log.warning
         level(
