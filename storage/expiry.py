@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from approvals.model import SweepResult
+from approvals.model import MAX_EXPIRES_IN, SweepResult
 from storage.db import Database
 
 log = logging.getLogger("approvals.expiry")
@@ -35,7 +35,10 @@ class PgExpiry:
         escalated: list[str] = []
         expired: list[str] = []
         while True:
-            rows = await self._db.all("sweep_expired", {"limit": self._batch})
+            rows = await self._db.all(
+                "sweep_expired",
+                {"limit": self._batch, "longest_step": MAX_EXPIRES_IN.total_seconds()},
+            )
             for row in rows:
                 (expired if row["outcome"] == "expired" else escalated).append(str(row["id"]))
             # A short batch took everything due that no decider holds; the rest (if any) is

@@ -863,12 +863,12 @@ WITH due AS (
     UPDATE approval_requests a
        SET approvers = ARRAY(
                SELECT jsonb_array_elements_text(due.escalation_chain -> 0 -> 'approvers')),
-           -- At most ten years (approvals.model.MAX_EXPIRES_IN, which the engine writes no
-           -- step past): a chain rewritten behind its back cannot overflow the timestamp and
+           -- At most `longest_step` (approvals.model.MAX_EXPIRES_IN, which the engine writes
+           -- no step past): a chain rewritten behind its back cannot overflow the timestamp and
            -- fail every pass of the sweep on this one row.
            expires_at = now() + make_interval(
                secs => LEAST((due.escalation_chain -> 0 ->> 'expires_in_seconds')::double precision,
-                             3650 * 86400)),
+                             %(longest_step)s::double precision)),
            escalation_chain = due.escalation_chain - 0,
            escalation_level = a.escalation_level + 1
       FROM due
