@@ -28,6 +28,11 @@ and the model gives its final answer.
   ``APPROVALS_EMITTER=sdk``) with one allow-everything interceptor: the emitter's share of a
   governed cycle (every interception point goes through it, AGENT-HOOKS-0.1), still with no
   other Python of ours.
+* stmts: bare's cycle inside every durable statement the engine's own cycle sends, through
+  its storage layer with the arguments a real cycle gave it, plus the emissions of floor+emit
+  (``bench/statement_floor.py``): what the engine's statements cost as its schema writes them
+  (audit events, interception records, run events and all), with none of its orchestration.
+  ``ours / stmts`` is what the engine's Python between them, and ``durability="sync"``, add.
 * dbos: the same cycle as a DBOS workflow (``bench/dbos_cycle.py``): the model's turns and the
   tool are steps, the workflow pauses on ``DBOS.recv``, the approver reads the pending call
   (``DBOS.get_event``) and delivers the decision with ``DBOS.send``. DBOS's system tables are in
@@ -433,14 +438,20 @@ async def floor_emit_cycle(
     emitter and fresh copies of the contexts are made before timing (a host builds its
     contexts anyway); only the emissions are timed."""
     sample = await floor_cycle(graph, pool, durability)
+    extra = await emit_contexts(contexts)
+    return Sample(sample.total + extra, {**sample.phases, "emit": extra})
+
+
+async def emit_contexts(contexts: list[dict[str, Any]]) -> float:
+    """Seconds taken to emit fresh copies of ``contexts`` through the engine's emitter, with
+    one allow-everything interceptor (the copies and the emitter made before timing)."""
     emitter = emitter_class()()
     emitter.register(AllowAll(), name="AllowAll")
     fresh = [JsonContext(copy.deepcopy(ctx)) for ctx in contexts]
     t0 = time.perf_counter()
     for ctx in fresh:
         await emitter.emit_unchecked(ctx)
-    extra = time.perf_counter() - t0
-    return Sample(sample.total + extra, {**sample.phases, "emit": extra})
+    return time.perf_counter() - t0
 
 
 async def captured_contexts(engine: Any, worker: Any, tracker: TrackingRunner) -> list[Any]:
@@ -838,6 +849,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         sys.path.insert(0, str(ROOT))
     from bench.dbos_cycle import NOTIFICATION_COALESCE, DbosCycle
     from bench.dbos_cycle import import_error as dbos_import_error
+    from bench.statement_floor import Cast, capture, statements_cycle
     from graphs.worker import Worker
     from web.engine import open_engine
     from web.settings import Settings
@@ -886,7 +898,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             async with engine.connection() as conn:
                 await conn.execute("CREATE TABLE bench_floor (id bigserial PRIMARY KEY)")
 
-            contexts = await captured_contexts(engine, worker, tracker)
+            with capture(engine) as captured:
+                contexts = await captured_contexts(engine, worker, tracker)
+            writes = captured.complete()
+            cast = Cast(graph=GRAPH, message=MESSAGE, requester=REQUESTER, approver=APPROVER)
 
             def make(variant: str) -> Callable[[], Awaitable[Sample]]:
                 if variant == "bare":
@@ -897,6 +912,21 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     return lambda: floor_emit_cycle(
                         bare, engine._db.pool, contexts, args.bare_durability
                     )
+                if variant == "stmts":
+
+                    async def stmts_cycle() -> Sample:
+                        total, phases = await statements_cycle(
+                            engine,
+                            engine.runner._checks,
+                            bare,
+                            writes,
+                            lambda: emit_contexts(contexts),
+                            cast,
+                            args.bare_durability,
+                        )
+                        return Sample(total, phases)
+
+                    return stmts_cycle
                 if variant == "dbos":
                     assert dbos is not None
 
@@ -908,7 +938,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     return dbos_cycle
                 return lambda: ours_cycle(engine, worker, tracker, workers)
 
-            variants = ("bare", "floor", "floor+emit", "ours", *(("dbos",) if dbos else ()))
+            variants = (
+                "bare",
+                "floor",
+                "floor+emit",
+                "stmts",
+                "ours",
+                *(("dbos",) if dbos else ()),
+            )
             for v in variants:  # warm-up: imports, pool growth, plan caches
                 await run_round(make(v), 1, args.warmup, None)
                 await run_round(make(v), args.lanes, 2, None)
@@ -942,6 +979,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     "ratio": ratio,
                     "floor_ratio": ratios(summary["floor"], bare_s),
                     "floor_emit_ratio": ratios(summary["floor+emit"], bare_s),
+                    "stmts_ratio": ratios(summary["stmts"], bare_s),
+                    "ours_over_stmts": ratios(ours_s, summary["stmts"]),
                     "target_met": ratio["p50"] <= TARGET and ratio["p99"] <= TARGET,
                 }
                 if dbos is not None:
@@ -1073,7 +1112,7 @@ def render(report: dict[str, Any]) -> str:
         " server's backends', per cycle)",
     ]
     for r in report["results"]:
-        for v in ("bare", "floor", "floor+emit", "ours", "dbos"):
+        for v in ("bare", "floor", "floor+emit", "stmts", "ours", "dbos"):
             if v not in r:
                 continue
             s = r[v]
@@ -1115,6 +1154,21 @@ def render(report: dict[str, Any]) -> str:
                 r["floor_emit_ratio"],
                 f"(the floor + this cycle's {report['emissions_per_cycle']} emissions through "
                 f"{report['emitter']}, over bare)",
+            )
+        )
+        lines.append(
+            ratio_line(
+                "stmts",
+                r["stmts_ratio"],
+                "(bare + the engine's own statements of a cycle, as it writes them, and the "
+                "emissions, over bare)",
+            )
+        )
+        lines.append(
+            ratio_line(
+                "ours/stmts",
+                r["ours_over_stmts"],
+                "(the engine's orchestration between its statements, and durability=sync)",
             )
         )
         if "dbos_ratio" in r:

@@ -1,7 +1,8 @@
 """The approval-cycle bench (bench/approval_cycle.py), the instrument of the engine's cost
 targets, run small, as ``make bench`` runs it (its own process: DBOS is one per process): one
-run reports bare LangGraph, the floors, ours and DBOS side by side as JSON, and checks that
-each cycle's tool ran once. No timing is asserted: these machines are shared and noisy."""
+run reports bare LangGraph, the floors (the statements floor too), ours and DBOS side by side
+as JSON, and checks that each cycle's tool ran once. No timing is asserted: these machines are
+shared and noisy."""
 
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ from bench.approval_cycle import RESUME_PATHS
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = ["--json", "--cycles", "2", "--rounds", "1", "--rounds-c16", "1", "--lanes", "3"]
 SMALL += ["--per-lane", "2", "--warmup", "1"]
+FLOORS = {"bare", "floor", "floor+emit", "stmts"}
 
 
 @pytest.mark.parametrize(
     ("resume_path", "variants"),
     [
-        pytest.param("inline", {"bare", "floor", "floor+emit", "ours", "dbos"}, id="inline"),
-        pytest.param("workers", {"bare", "floor", "floor+emit", "ours"}, id="workers"),
+        pytest.param("inline", {*FLOORS, "ours", "dbos"}, id="inline"),
+        pytest.param("workers", {*FLOORS, "ours"}, id="workers"),
     ],
 )
 def test_one_run_reports_every_variant_and_each_tool_ran_once(
@@ -52,6 +54,8 @@ def test_one_run_reports_every_variant_and_each_tool_ran_once(
             assert result[variant]["cycles"] == 2 * result["concurrency"]
             assert result[variant]["p50_ms"] > 0
         assert result["ratio"]["p50"] > 0
+        assert result["stmts_ratio"]["p50"] > 0
+        assert result["ours_over_stmts"]["p50"] > 0
         assert isinstance(result["target_met"], bool)
     checks = report["checks"]
     assert checks["side_effects"] == checks["expected_side_effects"] > 0
