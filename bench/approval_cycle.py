@@ -484,6 +484,10 @@ class WorkerTasks:
         self._count = count
         self._wake: asyncio.Queue[None] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
+        self._busy = 0
+        #: Set while no wake-up waits and no worker is inside a claim.
+        self._quiet = asyncio.Event()
+        self._quiet.set()
         #: Set with the error of the first worker coroutine that dies, so that a lane waiting
         #: on its run fails with that error rather than a timeout.
         self.died: asyncio.Future[None] | None = None
@@ -500,7 +504,14 @@ class WorkerTasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def wake(self) -> None:
+        self._quiet.clear()
         self._wake.put_nowait(None)
+
+    async def quiet(self) -> None:
+        """Until every wake-up has been served and each claim's transaction has ended. A lane's
+        cycle ends when its run has been resumed, before the worker's claim commits the job's
+        close: counting the jobs left queued before then would count that one."""
+        await self._quiet.wait()
 
     async def outcome(self, resumed: asyncio.Future[Any], seconds: float) -> Any:
         """``resumed``'s result once a worker has resumed the run; a worker's error if one died
@@ -517,12 +528,19 @@ class WorkerTasks:
         try:
             while True:
                 await self._wake.get()
-                # One claim per decision; a job another worker's claim transaction still holds
-                # is skipped (SKIP LOCKED), so a claim may find nothing for a moment: again.
-                while True:
-                    if await self._worker.process_one():
-                        break
-                    await asyncio.sleep(0.001)
+                self._busy += 1
+                try:
+                    # One claim per decision; a job another worker's claim transaction still
+                    # holds is skipped (SKIP LOCKED), so a claim may find nothing for a moment:
+                    # again.
+                    while True:
+                        if await self._worker.process_one():
+                            break
+                        await asyncio.sleep(0.001)
+                finally:
+                    self._busy -= 1
+                    if self._busy == 0 and self._wake.empty():
+                        self._quiet.set()
         except Exception as exc:
             if self.died is not None and not self.died.done():
                 self.died.set_exception(exc)
@@ -1021,6 +1039,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     trace[v] = trace_summary(args.trace)
                 PROFILE.enabled = False
 
+            if workers is not None:
+                await asyncio.wait_for(workers.quiet(), 120)
             counts = await count_rows(engine)
     expected = (
         1  # the cycle whose contexts floor+emit replays

@@ -1,6 +1,7 @@
 """The bench's worker coroutines (``--resume-path workers``): a worker that dies fails the
 lane waiting on its run at once, with the worker's error, instead of a two-minute timeout
-that says nothing of why."""
+that says nothing of why; and the bench counts what was left queued only once every claim has
+ended."""
 
 from __future__ import annotations
 
@@ -49,3 +50,34 @@ async def test_no_worker_resuming_the_run_is_a_timeout() -> None:
     async with WorkerTasks(Resuming(asyncio.get_running_loop().create_future()), 1).running() as w:
         with pytest.raises(TimeoutError, match="no worker resumed"):
             await w.outcome(resumed, 0.05)
+
+
+class Closing:
+    """A worker whose claim resumes the run, then takes a while to close the job (its
+    transaction's commit, after the run's outcome is known)."""
+
+    def __init__(self, resumed: asyncio.Future[str], close: asyncio.Event) -> None:
+        self._resumed = resumed
+        self._close = close
+        self.closed = False
+
+    async def process_one(self) -> bool:
+        self._resumed.set_result("completed")
+        await self._close.wait()
+        self.closed = True
+        return True
+
+
+async def test_quiet_waits_for_the_claim_that_resumed_the_run_to_end() -> None:
+    resumed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    close = asyncio.Event()
+    worker = Closing(resumed, close)
+    async with WorkerTasks(worker, 2).running() as workers:
+        workers.wake()
+        assert await workers.outcome(resumed, 10) == "completed"
+        quiet = asyncio.create_task(workers.quiet())
+        await asyncio.sleep(0.05)
+        assert not quiet.done(), "quiet before the claim ended"
+        close.set()
+        await asyncio.wait_for(quiet, 10)
+        assert worker.closed
