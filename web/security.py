@@ -303,6 +303,10 @@ class LoginThrottle:
     #: failed that are under their limit go first; a count at its limit is never forgotten
     #: (forgetting the oldest, a spray of made-up names wiped a guessed account's count).
     CAPACITY = 10_000
+    #: Counts looked at per attempt once past ``CAPACITY``: an attempt adds at most two, so
+    #: looking at a few of the oldest keeps up, where walking them all cost every attempt of a
+    #: spray a walk of ten thousand counts.
+    EXAMINED = 8
 
     def __init__(self, attempts: int, window: float, account_attempts: int | None = None) -> None:
         self._attempts = attempts
@@ -364,13 +368,20 @@ class LoginThrottle:
             everyone.remove(counted_at)
 
     def _bound(self) -> None:
-        if len(self._failures) <= self.CAPACITY:
-            return
-        for key in list(self._failures):
+        """Past ``CAPACITY``, the oldest few counts: those under their limit are forgotten, those
+        at it go to the back, kept (a count at its limit only goes once its window has passed
+        and it is under its limit again). Counts at their limit are kept whatever their number;
+        beside them, others up to ``CAPACITY`` in all, or, while more than ``CAPACITY`` counts
+        are at their limit, up to a third of their number (each attempt adds at most two counts
+        and looks at ``EXAMINED``, of which a share are at their limit)."""
+        for _ in range(self.EXAMINED):
             if len(self._failures) <= self.CAPACITY:
                 return
+            key = next(iter(self._failures))
             if len(self._recent(key)) < self._limit(key):
                 del self._failures[key]
+            else:
+                self._failures.move_to_end(key)
 
 
 class SecurityHeaders:
