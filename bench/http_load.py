@@ -82,7 +82,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.approval_cycle import scratch_database  # noqa: E402
+from bench.scratch import scratch_database  # noqa: E402
 
 APPROVALS = str(Path(sys.executable).parent / "approvals")
 GROUPS = ("support", "finance")
@@ -753,7 +753,7 @@ async def bare_resume_floor(url: str, count: int, tasks: int) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
     from langgraph.types import Command
 
-    from bench.approval_cycle import GRAPH, GRAPH_ENTRY, MESSAGE, REQUESTER, build_bare
+    from bench.cycle_agent import GRAPH, GRAPH_ENTRY, MESSAGE, REQUESTER, build_bare
     from web.engine import open_engine
     from web.settings import Settings
 

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.approval_cycle import scratch_database  # noqa: E402
+from bench.scratch import scratch_database  # noqa: E402
 
 APPROVALS = str(Path(sys.executable).parent / "approvals")
 POINTS = (

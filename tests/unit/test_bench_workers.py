@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from bench.approval_cycle import WorkerTasks
+from bench.cycle_workers import WorkerTasks
 
 
 class Broken:
