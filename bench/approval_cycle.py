@@ -87,7 +87,6 @@ from bench.cycle_agent import (  # noqa: E402
     GRAPH,
     GRAPH_ENTRY,
     MESSAGE,
-    REQUESTER,
     bench_script,
     build_bare,
 )
@@ -115,6 +114,7 @@ from bench.cycle_variants import (  # noqa: E402
 )
 from bench.cycle_workers import TrackingRunner, WorkerTasks  # noqa: E402
 from bench.scratch import scratch_database  # noqa: E402
+from bench.statement_floor import capture, statements_cycle  # noqa: E402
 
 if TYPE_CHECKING:
     from bench.dbos_cycle import DbosCycle
@@ -137,7 +137,6 @@ RESUME_PATHS = {
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     from bench.dbos_cycle import NOTIFICATION_COALESCE, DbosCycle
     from bench.dbos_cycle import import_error as dbos_import_error
-    from bench.statement_floor import Cast, capture, statements_cycle
     from graphs.worker import Worker
     from web.engine import open_engine
     from web.settings import Settings
@@ -189,7 +188,6 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             with capture(engine) as captured:
                 contexts = await captured_contexts(engine, worker, tracker)
             writes = captured.complete()
-            cast = Cast(graph=GRAPH, message=MESSAGE, requester=REQUESTER, approver=APPROVER)
 
             def make(variant: str) -> Callable[[], Awaitable[Sample]]:
                 if variant == "bare":
@@ -201,20 +199,14 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         bare, engine._db.pool, contexts, args.bare_durability
                     )
                 if variant == "stmts":
-
-                    async def stmts_cycle() -> Sample:
-                        total, phases = await statements_cycle(
-                            engine,
-                            engine.runner._checks,
-                            bare,
-                            writes,
-                            lambda: emit_contexts(contexts),
-                            cast,
-                            args.bare_durability,
-                        )
-                        return Sample(total, phases)
-
-                    return stmts_cycle
+                    return lambda: statements_cycle(
+                        engine,
+                        engine.runner._checks,
+                        bare,
+                        writes,
+                        lambda: emit_contexts(contexts),
+                        args.bare_durability,
+                    )
                 if variant == "dbos":
                     assert dbos is not None
 

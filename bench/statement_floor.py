@@ -33,6 +33,8 @@ from langgraph.types import Command
 from approvals.identity import idempotency_key
 from approvals.model import DecisionKind, JobStatus
 from approvals.ports import NewRequest, NewRun, Settlement
+from bench.cycle_agent import APPROVER, GRAPH, MESSAGE, REQUESTER
+from bench.cycle_stats import Sample
 from storage.queue import PgClaimedJob
 from storage.runs import PgRunLease
 
@@ -97,37 +99,29 @@ def capture(engine: Any) -> Iterator[Captured]:
         PgRunLease.settle, PgClaimedJob.complete = settle, complete  # type: ignore[method-assign]
 
 
-@dataclass(frozen=True)
-class Cast:
-    graph: str
-    message: str
-    requester: str
-    approver: str
-
-
 async def statements_cycle(
     engine: Any,
     checks: Any,
     bare: Any,
     writes: CycleWrites,
     emit: Callable[[], Awaitable[float]],
-    cast: Cast,
     durability: str,
-) -> tuple[float, dict[str, float]]:
-    """One bare cycle inside the engine's statements; returns (total, phases) in seconds."""
+) -> Sample:
+    """One bare cycle inside the engine's statements, then the emissions (``emit``: their
+    seconds)."""
     run_id = str(uuid.uuid4())
     config: RunnableConfig = {"configurable": {"thread_id": run_id}}
     payload = {
-        "messages": [HumanMessage(content=cast.message)],
+        "messages": [HumanMessage(content=MESSAGE)],
         "run_id": run_id,
-        "started_by": cast.requester,
+        "started_by": REQUESTER,
     }
     new_run = NewRun(
         run_id=run_id,
         thread_id=run_id,
-        graph=cast.graph,
-        started_by=cast.requester,
-        input={"message": cast.message},
+        graph=GRAPH,
+        started_by=REQUESTER,
+        input={"message": MESSAGE},
         new_thread=True,
     )
     t0 = time.perf_counter()
@@ -147,11 +141,11 @@ async def statements_cycle(
     await engine.decisions.decide(
         read.id,
         kind=DecisionKind.APPROVE,
-        principal=cast.approver,
+        principal=APPROVER,
         reason=None,
         args=None,
         args_identity=None,
-        override_by=cast.approver,
+        override_by=APPROVER,
     )
     t2 = time.perf_counter()
     while True:
@@ -164,7 +158,7 @@ async def statements_cycle(
                 key = idempotency_key(run_id=run_id, call_id=call_id)
                 await engine.ledger.begin(**{**writes.begin, "run_id": run_id, "key": key})
                 done = await bare.ainvoke(
-                    Command(resume={"verdict": "approve", "principal": cast.approver}),
+                    Command(resume={"verdict": "approve", "principal": APPROVER}),
                     config,
                     durability=durability,
                 )
@@ -181,9 +175,7 @@ async def statements_cycle(
         "Refunded"
     ):
         raise RuntimeError(f"statements cycle did not pause and finish: {done['messages'][-1]}")
-    return t3 - t0 + emitted, {
-        "start": t1 - t0,
-        "decide": t2 - t1,
-        "resume": t3 - t2,
-        "emit": emitted,
-    }
+    return Sample(
+        t3 - t0 + emitted,
+        {"start": t1 - t0, "decide": t2 - t1, "resume": t3 - t2, "emit": emitted},
+    )
