@@ -297,28 +297,32 @@ class LoginThrottle:
     behind it. The account-wide limit is the price: someone who floods one account's name can
     delay that account's password sign-in for one window (OpenID Connect sign-in is not
     affected); a higher ``account_attempts`` trades that against guesses allowed.
+
+    No count is forgotten while it has a failure in the window, at its limit or under it; at
+    ``CAPACITY`` counts, names and addresses not counted yet wait (see there).
     """
 
-    #: How many (name, address) and name counts are kept. Past it, the ones least recently
-    #: failed that are under their limit go first; a count at its limit is never forgotten
-    #: (forgetting the oldest, a spray of made-up names wiped a guessed account's count).
-    CAPACITY = 10_000
-    #: Counts looked at per attempt once past ``CAPACITY``: an attempt adds at most two, so
-    #: looking at a few of the oldest keeps up, where walking them all cost every attempt of a
-    #: spray a walk of ten thousand counts.
-    EXAMINED = 8
+    #: The most counts kept (a name, or a name and an address, with a failure in the window).
+    #: A count is never forgotten while it has a failure in its window: forgetting one, under
+    #: its limit or at it, gave its name more guesses (a spray of made-up names wiped them).
+    #: Full, an attempt that would start a new count waits until the oldest count ends:
+    #: password sign-in pauses for names and addresses not counted yet, and no one gets more
+    #: guesses. Each attempt let through costs a password check (scrypt, about 0.1 s of CPU
+    #: here), so filling it takes a spray of 50,000 attempts within one window.
+    CAPACITY = 100_000
 
     def __init__(self, attempts: int, window: float, account_attempts: int | None = None) -> None:
         self._attempts = attempts
         self._account_attempts = account_attempts or attempts * 4
         self._window = window
-        #: Least recently failed first.
+        #: In the order of their last counted failure, oldest first.
         self._failures: OrderedDict[tuple[str, str | None], deque[float]] = OrderedDict()
 
     def _recent(self, key: tuple[str, str | None]) -> deque[float]:
         now = time.monotonic()
         failures = self._failures.get(key) or deque()
-        while failures and now - failures[0] > self._window:
+        # A failure ``window`` seconds old has left it (the wait below ends at that moment).
+        while failures and now - failures[0] >= self._window:
             failures.popleft()
         return failures
 
@@ -327,9 +331,6 @@ class LoginThrottle:
         if len(failures) < limit:
             return 0.0
         return max(0.0, self._window - (time.monotonic() - failures[-limit]))
-
-    def _limit(self, key: tuple[str, str | None]) -> int:
-        return self._account_attempts if key[1] is None else self._attempts
 
     def blocked(self, name: str, client: str) -> float:
         """Seconds until another attempt is allowed; 0 when it is."""
@@ -349,12 +350,19 @@ class LoginThrottle:
             return wait, 0.0
         now = time.monotonic()
         account = name.lower()
-        for key in ((account, client), (account, None)):
+        keys = ((account, client), (account, None))
+        self._expire(now)
+        new = sum(key not in self._failures for key in keys)
+        if new and len(self._failures) + new > self.CAPACITY:
+            # Full of counts with failures in their window: room for this one would be made by
+            # forgetting one of them. It waits for the oldest to end instead.
+            oldest = next(iter(self._failures.values()))
+            return max(0.001, self._window - (now - oldest[-1])), 0.0
+        for key in keys:
             failures = self._recent(key)
             failures.append(now)
             self._failures[key] = failures
             self._failures.move_to_end(key)
-        self._bound()
         return 0.0, now
 
     def succeeded(self, name: str, client: str, counted_at: float) -> None:
@@ -367,21 +375,17 @@ class LoginThrottle:
         if everyone is not None and counted_at in everyone:
             everyone.remove(counted_at)
 
-    def _bound(self) -> None:
-        """Past ``CAPACITY``, the oldest few counts: those under their limit are forgotten, those
-        at it go to the back, kept (a count at its limit only goes once its window has passed
-        and it is under its limit again). Counts at their limit are kept whatever their number;
-        beside them, others up to ``CAPACITY`` in all, or, while more than ``CAPACITY`` counts
-        are at their limit, up to a third of their number (each attempt adds at most two counts
-        and looks at ``EXAMINED``, of which a share are at their limit)."""
-        for _ in range(self.EXAMINED):
-            if len(self._failures) <= self.CAPACITY:
+    def _expire(self, now: float) -> None:
+        """Forget the counts whose last failure has left the window, from the oldest: the
+        order is that of their last failure, so the first count still in its window ends the
+        walk, and each count is walked past once. (A success takes its failure out of the
+        account-wide count, which may then end before its place says: it is forgotten late,
+        never early.)"""
+        while self._failures:
+            key, failures = next(iter(self._failures.items()))
+            if failures and now - failures[-1] < self._window:
                 return
-            key = next(iter(self._failures))
-            if len(self._recent(key)) < self._limit(key):
-                del self._failures[key]
-            else:
-                self._failures.move_to_end(key)
+            del self._failures[key]
 
 
 class SecurityHeaders:

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 
 import httpx
+import pytest
 
 from tests.integration.helpers import scalar
 from tests.web.conftest import PASSWORD, Server, SignIn, add_user, csrf_of, login_csrf_of
@@ -169,36 +170,91 @@ def test_a_success_takes_back_only_its_own_attempt() -> None:
     assert throttle.blocked("ann", "192.0.2.2") > 0
 
 
-def test_a_spray_of_made_up_names_never_forgets_a_count_at_its_limit() -> None:
+class Clock:
+    """``time.monotonic`` for the throttle, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr("web.security.time.monotonic", clock)
+    return clock
+
+
+def small_throttle(capacity: int = 200) -> LoginThrottle:
+    throttle = LoginThrottle(attempts=5, window=300, account_attempts=20)
+    throttle.CAPACITY = capacity
+    return throttle
+
+
+def test_a_spray_of_made_up_names_never_forgets_a_count_at_its_limit(clock: Clock) -> None:
     # Forgetting the oldest counts first, about 5,000 failures of made-up names wiped the
     # account-wide count of a name guessed to its limit from many addresses.
-    throttle = LoginThrottle(attempts=3, window=300, account_attempts=20)
+    throttle = small_throttle()
     for i in range(20):
         throttle.attempt("alice", f"203.0.113.{i}")
     assert throttle.blocked("alice", "192.0.2.1") > 0
-    for i in range(3 * LoginThrottle.CAPACITY):
+    for i in range(3 * throttle.CAPACITY):
         throttle.attempt(f"junk-{i}", "198.51.100.7")
+        clock.now += 0.01
     assert throttle.blocked("alice", "192.0.2.1") > 0
-    assert len(throttle._failures) <= LoginThrottle.CAPACITY + 21
+    assert len(throttle._failures) <= throttle.CAPACITY
 
 
-def test_counts_at_their_limit_outlast_a_spray_that_stays_bounded_and_cheap() -> None:
-    # Past its capacity the throttle looked at every count on every attempt: a spray of
-    # made-up names cost each attempt a walk of ten thousand counts (30,000 attempts took
-    # 13 s here); now each attempt looks at a few.
-    throttle = LoginThrottle(attempts=3, window=300, account_attempts=1000)
-    guessed = LoginThrottle.CAPACITY
-    for i in range(guessed):
-        for _ in range(3):
-            throttle.attempt(f"guessed-{i}", "203.0.113.9")
-    largest = 0
-    for i in range(3 * LoginThrottle.CAPACITY):
-        throttle.attempt(f"junk-{i}", "198.51.100.7")
-        largest = max(largest, len(throttle._failures))
-    assert all(throttle.blocked(f"guessed-{i}", "203.0.113.9") > 0 for i in range(guessed))
-    # The guessed names' counts at their limit, and a third as many others beside them.
-    assert largest <= guessed + guessed // 3 + 2
-    assert throttle.blocked("junk-0", "198.51.100.7") == 0
+def test_a_spray_never_buys_a_name_guessed_under_its_limits_more_guesses(clock: Clock) -> None:
+    # Kept under its limits (4 of 5 from an address, 19 of 20 in all), a name's counts were
+    # the ones a spray of made-up names made the throttle forget: guess, spray, guess again,
+    # and 48 guesses got through from one address in 30 s where 5 may.
+    throttle = small_throttle()
+    let_through = 0
+    for _ in range(30):
+        for _ in range(4):
+            wait, _ = throttle.attempt("alice", "198.51.100.7")
+            let_through += wait == 0
+        for i in range(2 * throttle.CAPACITY):
+            throttle.attempt(f"junk-{clock.now}-{i}", "198.51.100.7")
+        clock.now += 1
+    assert let_through == 5
+    assert len(throttle._recent(("alice", None))) == 5  # the account-wide count, kept too
+    assert len(throttle._failures) <= throttle.CAPACITY
+
+
+def test_a_full_throttle_makes_new_names_wait_for_the_oldest_count_to_end(clock: Clock) -> None:
+    throttle = small_throttle(capacity=100)
+    for i in range(50):
+        assert throttle.attempt(f"name-{i}", "198.51.100.7")[0] == 0
+        clock.now += 1
+    assert len(throttle._failures) == 100
+    # Full: a name and address not counted yet waits until the oldest count ends (it failed
+    # 50 s ago, in a 300 s window); a name already counted goes on within its limits.
+    wait, counted_at = throttle.attempt("newcomer", "192.0.2.1")
+    assert (wait, counted_at) == (250.0, 0.0)
+    assert throttle.attempt("name-49", "198.51.100.7")[0] == 0
+    assert len(throttle._failures) == 100
+    clock.now += 250
+    assert throttle.attempt("newcomer", "192.0.2.1")[0] == 0
+    assert ("name-0", None) not in throttle._failures  # ended, and forgotten
+
+
+def test_counts_end_with_their_window_and_expired_ones_are_forgotten(clock: Clock) -> None:
+    throttle = small_throttle()
+    for _ in range(5):
+        throttle.attempt("carol", "192.0.2.1")
+    assert throttle.blocked("carol", "192.0.2.1") == 300.0
+    clock.now += 299.5
+    assert throttle.blocked("carol", "192.0.2.1") == pytest.approx(0.5)
+    # At the window's end the failures have left it: the wait is over, and nothing of them
+    # counts any more (a failure exactly a window old counted while the wait said go).
+    clock.now += 0.5
+    assert throttle.blocked("carol", "192.0.2.1") == 0
+    throttle.attempt("dave", "192.0.2.2")
+    assert set(throttle._failures) == {("dave", "192.0.2.2"), ("dave", None)}
 
 
 def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, str]]:
