@@ -307,8 +307,10 @@ class LoginThrottle:
     #: its limit or at it, gave its name more guesses (a spray of made-up names wiped them).
     #: Full, an attempt that would start a new count waits until the oldest count ends:
     #: password sign-in pauses for names and addresses not counted yet, and no one gets more
-    #: guesses. Each attempt let through costs a password check (scrypt, about 0.1 s of CPU
-    #: here), so filling it takes a spray of 50,000 attempts within one window.
+    #: guesses. Each attempt let through is a password check (scrypt, about 0.1 s of CPU
+    #: here): filling it takes 50,000 attempts within one window, which the server checks one
+    #: by one (attempts are counted before their check, so a burst is counted at once while
+    #: its checks queue, and a real sign-in waits behind them).
     CAPACITY = 100_000
 
     def __init__(self, attempts: int, window: float, account_attempts: int | None = None) -> None:
@@ -356,8 +358,9 @@ class LoginThrottle:
         if new and len(self._failures) + new > self.CAPACITY:
             # Full of counts with failures in their window: room for this one would be made by
             # forgetting one of them. It waits for the oldest to end instead.
-            oldest = next(iter(self._failures.values()))
-            return max(0.001, self._window - (now - oldest[-1])), 0.0
+            oldest = next(iter(self._failures.values()), None)
+            since = now - oldest[-1] if oldest else 0.0
+            return max(0.001, self._window - since), 0.0
         for key in keys:
             failures = self._recent(key)
             failures.append(now)
@@ -374,6 +377,8 @@ class LoginThrottle:
         everyone = self._failures.get((account, None))
         if everyone is not None and counted_at in everyone:
             everyone.remove(counted_at)
+            if not everyone:  # nothing left to count: its place goes to whoever needs one
+                del self._failures[(account, None)]
 
     def _expire(self, now: float) -> None:
         """Forget the counts whose last failure has left the window, from the oldest: the

@@ -242,6 +242,18 @@ def test_a_full_throttle_makes_new_names_wait_for_the_oldest_count_to_end(clock:
     assert ("name-0", None) not in throttle._failures  # ended, and forgotten
 
 
+def test_a_success_that_empties_a_count_gives_its_place_back(clock: Clock) -> None:
+    # An account-wide count emptied by a success kept its place: with room for one, a
+    # newcomer was told to wait a whole window.
+    throttle = small_throttle(capacity=4)
+    _, counted_at = throttle.attempt("mallory", "10.0.0.2")
+    throttle.succeeded("mallory", "10.0.0.2", counted_at)
+    throttle.attempt("xavier", "10.0.0.1")
+    assert throttle.attempt("newcomer", "192.0.2.1") == (0.0, clock.now)
+    # Smaller than one attempt's two counts: every new name waits a window, nothing raises.
+    assert small_throttle(capacity=1).attempt("anyone", "192.0.2.1") == (300.0, 0.0)
+
+
 def test_counts_end_with_their_window_and_expired_ones_are_forgotten(clock: Clock) -> None:
     throttle = small_throttle()
     for _ in range(5):
