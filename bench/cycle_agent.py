@@ -9,10 +9,10 @@ import re
 import uuid
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Send, interrupt
+from langgraph.types import Command, Send, interrupt
 from pydantic import Field
 
 from graphs.agent import AgentGraph, AgentState, ToolTask, build_agent
@@ -140,3 +140,27 @@ def build_bare(checkpointer: Any, effects: Any) -> Any:
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=checkpointer, name="bare")
+
+
+def bare_run() -> tuple[str, RunnableConfig, dict[str, Any]]:
+    """A new run of the bare agent: its id (its thread's too), its config and its input."""
+    run_id = str(uuid.uuid4())
+    config: RunnableConfig = {"configurable": {"thread_id": run_id}}
+    payload = {
+        "messages": [HumanMessage(content=MESSAGE)],
+        "run_id": run_id,
+        "started_by": REQUESTER,
+    }
+    return run_id, config, payload
+
+
+#: What the bare agent's paused tool is resumed with.
+BARE_APPROVAL: Command[Any] = Command(resume={"verdict": "approve", "principal": APPROVER})
+
+
+def check_bare(what: str, paused: dict[str, Any], done: dict[str, Any]) -> None:
+    """Raise unless the bare run paused, then finished with its refund."""
+    if "__interrupt__" not in paused or not str(done["messages"][-1].content).startswith(
+        "Refunded"
+    ):
+        raise RuntimeError(f"{what} did not pause and finish: {done['messages'][-1]}")

@@ -7,15 +7,19 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-import uuid
 from typing import Any
 
 from agent_hooks import InterceptionEmitter, Verdict
-from langchain_core.messages import HumanMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command
 
-from bench.cycle_agent import APPROVER, GRAPH, MESSAGE, REQUESTER
+from bench.cycle_agent import (
+    APPROVER,
+    BARE_APPROVAL,
+    GRAPH,
+    MESSAGE,
+    REQUESTER,
+    bare_run,
+    check_bare,
+)
 from bench.cycle_profile import phase
 from bench.cycle_stats import Sample
 from bench.cycle_workers import TrackingRunner, WorkerTasks
@@ -23,28 +27,15 @@ from graphs.emitter import JsonContext, emitter_class
 
 
 async def bare_cycle(graph: Any, durability: str = "async") -> Sample:
-    thread_id = str(uuid.uuid4())
-    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
-    payload = {
-        "messages": [HumanMessage(content=MESSAGE)],
-        "run_id": thread_id,
-        "started_by": REQUESTER,
-    }
+    _, config, payload = bare_run()
     t0 = time.perf_counter()
     async with phase("bare: invoke to interrupt"):
         paused = await graph.ainvoke(payload, config, durability=durability)
     t1 = time.perf_counter()
     async with phase("bare: resume to end"):
-        done = await graph.ainvoke(
-            Command(resume={"verdict": "approve", "principal": APPROVER}),
-            config,
-            durability=durability,
-        )
+        done = await graph.ainvoke(BARE_APPROVAL, config, durability=durability)
     t2 = time.perf_counter()
-    if "__interrupt__" not in paused or not str(done["messages"][-1].content).startswith(
-        "Refunded"
-    ):
-        raise RuntimeError(f"bare cycle did not pause and finish: {done['messages'][-1]}")
+    check_bare("bare cycle", paused, done)
     return Sample(t2 - t0, {"invoke": t1 - t0, "resume": t2 - t1})
 
 

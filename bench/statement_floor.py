@@ -20,20 +20,23 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import HumanMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph.types import Command
-
 from approvals.identity import idempotency_key
 from approvals.model import DecisionKind, JobStatus
 from approvals.ports import NewRequest, NewRun, Settlement
-from bench.cycle_agent import APPROVER, GRAPH, MESSAGE, REQUESTER
+from bench.cycle_agent import (
+    APPROVER,
+    BARE_APPROVAL,
+    GRAPH,
+    MESSAGE,
+    REQUESTER,
+    bare_run,
+    check_bare,
+)
 from bench.cycle_stats import Sample
 from storage.queue import PgClaimedJob
 from storage.runs import PgRunLease
@@ -109,13 +112,7 @@ async def statements_cycle(
 ) -> Sample:
     """One bare cycle inside the engine's statements, then the emissions (``emit``: their
     seconds)."""
-    run_id = str(uuid.uuid4())
-    config: RunnableConfig = {"configurable": {"thread_id": run_id}}
-    payload = {
-        "messages": [HumanMessage(content=MESSAGE)],
-        "run_id": run_id,
-        "started_by": REQUESTER,
-    }
+    run_id, config, payload = bare_run()
     new_run = NewRun(
         run_id=run_id,
         thread_id=run_id,
@@ -157,11 +154,7 @@ async def statements_cycle(
                 call_id = writes.begin["call_id"]
                 key = idempotency_key(run_id=run_id, call_id=call_id)
                 await engine.ledger.begin(**{**writes.begin, "run_id": run_id, "key": key})
-                done = await bare.ainvoke(
-                    Command(resume={"verdict": "approve", "principal": APPROVER}),
-                    config,
-                    durability=durability,
-                )
+                done = await bare.ainvoke(BARE_APPROVAL, config, durability=durability)
                 await engine.ledger.finish(**{**writes.finish, "run_id": run_id})
                 await claimed.complete(
                     JobStatus.DONE,
@@ -171,10 +164,7 @@ async def statements_cycle(
         await asyncio.sleep(0.001)
     t3 = time.perf_counter()
     emitted = await emit()
-    if "__interrupt__" not in paused or not str(done["messages"][-1].content).startswith(
-        "Refunded"
-    ):
-        raise RuntimeError(f"statements cycle did not pause and finish: {done['messages'][-1]}")
+    check_bare("statements cycle", paused, done)
     return Sample(
         t3 - t0 + emitted,
         {"start": t1 - t0, "decide": t2 - t1, "resume": t3 - t2, "emit": emitted},
