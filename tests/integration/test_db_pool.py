@@ -4,6 +4,8 @@ schema a test changed is dropped; and a connection left open is cut off, not car
 
 from __future__ import annotations
 
+import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -34,6 +36,20 @@ async def contents(url: str, pool: DatabasePool) -> dict[str, Any]:
         ).fetchone()
         counts["sequences"] = sequences[0] if sequences else None
     return counts
+
+
+@pytest.fixture
+async def other_role(admin_url: str) -> AsyncIterator[str]:
+    """A role of the test's own to hand objects to: a fresh server has only its superuser, and
+    a role some earlier session left behind (``root`` on one machine) proves nothing."""
+    name = f"approvals_test_owner_{os.getpid()}"
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
+        await admin.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(name)))
+    yield name
+    # The pool dropped the database it owned objects in; nothing else refers to the role.
+    async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))
 
 
 @pytest.fixture
@@ -91,7 +107,7 @@ async def test_a_used_database_comes_back_as_a_fresh_copy(
         # The foreign keys' own (internal) triggers: their checks stop.
         "ALTER TABLE decisions DISABLE TRIGGER ALL",
         "ALTER TABLE runs FORCE ROW LEVEL SECURITY",
-        "ALTER TABLE runs OWNER TO root",
+        "ALTER TABLE runs OWNER TO {other_role}",
         "ALTER TABLE runs REPLICA IDENTITY FULL",
         # Columns: ordering, identity, and what the planner and storage are told.
         'ALTER TABLE runs ALTER COLUMN graph TYPE text COLLATE "C"',
@@ -118,20 +134,21 @@ async def test_a_used_database_comes_back_as_a_fresh_copy(
         "CREATE STATISTICS leak ON graph, status FROM runs",
         "COMMENT ON TABLE runs IS 'leak'",
         "SELECT lo_from_bytea(0, 'leak')",
-        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I OWNER TO root', current_database()); END $$",
+        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I OWNER TO {other_role}', current_database());"
+        " END $$",
         "DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'x');"
         " END $$",
         "CREATE TABLE information_schema.leftover (x int)",
     ],
 )
 async def test_a_database_whose_schema_changed_is_dropped(
-    own_pool: DatabasePool, admin_url: str, change: str
+    own_pool: DatabasePool, admin_url: str, other_role: str, change: str
 ) -> None:
     name = await own_pool.take()
     async with await psycopg.AsyncConnection.connect(
         with_database(admin_url, name), autocommit=True
     ) as conn:
-        await conn.execute(change)
+        await conn.execute(change.replace("{other_role}", other_role))
     await own_pool.give_back(name)
     assert (own_pool.recycled, own_pool.dropped, own_pool.ready) == (0, 1, [])
     async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as admin:
