@@ -1,8 +1,10 @@
 """What monitoring scrapes from the app: ``/metrics``, ``/healthz`` and ``/readyz``.
 
-None of them needs a session. ``/metrics`` reveals counts and timings, never ids or arguments;
-set ``APPROVALS_METRICS_TOKEN`` to require ``Authorization: Bearer <token>`` on it, or keep it
-off the public network. None of them is in the OpenAPI document: they are not the API.
+None of them needs a session. ``/metrics`` reveals counts and timings, never ids or arguments,
+but even those (every group's request and decision counts) are not for anyone who can reach the
+app, and each scrape runs queries: so it is closed by default. Without ``APPROVALS_METRICS_TOKEN``
+it answers 404 (metrics are off); with it, ``Authorization: Bearer <token>`` is required (401
+otherwise). None of them is in the OpenAPI document: they are not the API.
 """
 
 from __future__ import annotations
@@ -157,8 +159,10 @@ def render(snapshot: MetricsSnapshot) -> str:
 
 
 def _check_token(request: Request, settings: Settings) -> None:
+    """Refuses a scrape without the metrics token; with no token configured, metrics are off."""
     if settings.metrics_token is None:
-        return
+        # Closed by default: an unset token must not mean "open to anyone who can reach us".
+        raise ApiError(404, "not_found", "metrics are off: set APPROVALS_METRICS_TOKEN")
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     expected = settings.metrics_token.get_secret_value()
     if scheme.lower() != "bearer" or not hmac.compare_digest(

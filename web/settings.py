@@ -201,8 +201,8 @@ class Settings(BaseSettings):
     #: ``json``: the serve and worker commands log one JSON object per line (stderr).
     log_format: str = Field(default="text", pattern=r"^(text|json)$")
     log_level: str = Field(default="INFO", pattern=r"^(DEBUG|INFO|WARNING|ERROR)$")
-    #: Set: ``/metrics`` requires ``Authorization: Bearer <token>``. Unset: it is open, so keep
-    #: it off the public network.
+    #: Set: ``/metrics`` requires ``Authorization: Bearer <token>``. Unset: ``/metrics`` is off
+    #: (404), so metrics are never open to whoever can reach the app.
     metrics_token: SecretStr | None = Field(default=None, min_length=16)
     #: What ``approvals retention prune`` deletes by default: checkpoints of threads whose runs
     #: all ended longer ago than this (``90m``, ``12h``, ``30d``, ``8w``).
