@@ -40,6 +40,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Send
 
+from approvals.policy import check_policies_tool_names
 from graphs.admission import (
     InputGate,
     blocked_reason,
@@ -212,6 +213,7 @@ def build_agent(
         governance = Governance(interceptors=tuple(interceptors))
     gov = governance
     step = ToolStep(graph_name=name, tools=tools, deps=deps)
+    check_policies_tool_names(gov.interceptors, (t.name for t in tools), graph=name)
     deps.catalog.register(name, tools, gov)
     tool_names = sorted(t.name for t in tools)
     the_model_id = model_id or getattr(model, "model_name", None) or type(model).__name__

@@ -37,7 +37,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from approvals.policy import Policy
+from approvals.policy import Policy, check_policies_tool_names
 from graphs import interrupt_on as interrupt_on_
 from graphs.admission import emit_input, point_slot, register_gate
 from graphs.agent import _call_counts, _refusals, _tool_counts
@@ -320,6 +320,9 @@ def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCa
                 if isinstance(node.bound, ToolNode)
                 for t in node.bound.tools_by_name.values()
             ]
+            check_policies_tool_names(
+                middleware.governance.interceptors, (t.name for t in tools), graph=name
+            )
             catalog.register(name, middleware.catalog_tools(tools), middleware.governance)
             if not found:
                 # The first one found (the top-level agent's, if it is one) governs the run's

@@ -19,6 +19,7 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
 from approvals.errors import GraphLoadError, GraphNotFound
+from approvals.policy import PolicyError
 from graphs.deps import GraphDeps
 from graphs.governance import Governance
 from graphs.tools import GovernedTool, ToolCatalog
@@ -120,20 +121,25 @@ class GraphRegistry:
             raise GraphLoadError(name, target, str(exc)) from exc
         catalog = self._deps.catalog
         catalog.last_registered = None
-        built = factory
-        if not isinstance(factory, Pregel | StateGraph) and callable(factory):
-            built = factory(self._deps)
-        host = _openai_host(name, target, built)
-        if host is not None:
-            self._openai[name] = host
-            return host
-        graph = self._compiled(name, target, built)
-        built_as = catalog.last_registered
-        if built_as is not None and built_as != name:
-            # An entry may build an agent under another name (several entries, one builder):
-            # its tools and governance are found under the entry's name too.
-            catalog.alias(name, built_as)
-        hosted = _register_hosts(graph, name, catalog)
+        try:
+            # Each host refuses a policy rule that names none of its agent's tools (it could
+            # never apply: a typo in it would let the calls it was written for through).
+            built = factory
+            if not isinstance(factory, Pregel | StateGraph) and callable(factory):
+                built = factory(self._deps)
+            host = _openai_host(name, target, built)
+            if host is not None:
+                self._openai[name] = host
+                return host
+            graph = self._compiled(name, target, built)
+            built_as = catalog.last_registered
+            if built_as is not None and built_as != name:
+                # An entry may build an agent under another name (several entries, one
+                # builder): its tools and governance are found under the entry's name too.
+                catalog.alias(name, built_as)
+            hosted = _register_hosts(graph, name, catalog)
+        except PolicyError as exc:
+            raise GraphLoadError(name, target, str(exc)) from exc
         if built_as is None and not hosted and graph not in _UNGOVERNED:
             # A graph nothing in which asks a human or records an execution would run every
             # tool, however sensitive, with no approval and no warning.

@@ -3,7 +3,8 @@
 ``load_policy(path)`` reads and checks a policy file (every mistake is a :class:`PolicyError`
 ``FILE:LINE: reason``); the :class:`Policy` it returns is an interceptor to register with the
 emitter at ``policy.points``. ``load_cases`` and ``run_cases`` run a table of cases against a
-policy, as ``approvals policy test`` does. See docs/policies.md.
+policy, as ``approvals policy test`` does. ``check_tool_names`` refuses a rule that names no tool
+of the graph the policy governs. See docs/policies.md.
 """
 
 from approvals.policy.case_runs import context_for, run_case, run_cases
@@ -29,6 +30,7 @@ from approvals.policy.evaluation import (
 from approvals.policy.loading import load_policy, parse_policy
 from approvals.policy.rules import Action, Condition, DefaultAction, Mask, Rule, SetArgument
 from approvals.policy.source import PolicyError
+from approvals.policy.tool_names import check_policies_tool_names, check_tool_names
 
 __all__ = [
     "DEFAULT_RULE",
@@ -50,6 +52,8 @@ __all__ = [
     "SetArgument",
     "activation_of",
     "approvals_extension",
+    "check_policies_tool_names",
+    "check_tool_names",
     "context_for",
     "escalation_of",
     "load_cases",

@@ -36,6 +36,7 @@ RULE_FIELDS = (
     "description",
     "point",
     "tool",
+    "tool_may_be_absent",
     "when",
     "priority",
     "action",
@@ -160,6 +161,16 @@ def _rule(
                 f"{what}: 'tool' applies only at pre_tool_call and post_tool_call, "
                 f"but the rule also applies at {', '.join(elsewhere)}",
             )
+    tool_may_be_absent = False
+    if "tool_may_be_absent" in fields:
+        tool_may_be_absent = reader.boolean(
+            fields.value("tool_may_be_absent"), f"{what}: tool_may_be_absent"
+        )
+        if tool is None:
+            raise reader.error(
+                fields.key("tool_may_be_absent"),
+                f"{what}: 'tool_may_be_absent' applies only to a rule that names a 'tool'",
+            )
 
     for field in ESCALATE_FIELDS:
         if field in fields and action is not Action.ESCALATE:
@@ -241,6 +252,7 @@ def _rule(
         points=frozenset(points),
         action=action,
         tool=tool,
+        tool_may_be_absent=tool_may_be_absent,
         when=read_condition(reader, fields, what, frozenset(points)) if "when" in fields else None,
         priority=reader.integer(fields.value("priority"), f"{what}: priority")
         if "priority" in fields

@@ -102,6 +102,9 @@ class Rule:
     points: frozenset[InterceptionPoint]
     action: Action
     tool: str | None = None
+    #: The rule may name a tool (or a pattern) that the graph it governs does not have; without
+    #: it such a rule is refused when the graph is registered (it could never apply).
+    tool_may_be_absent: bool = False
     when: Condition | None = None
     priority: int = 0
     reason: str | None = None
@@ -151,6 +154,7 @@ class Rule:
             "points": sorted(p.value for p in self.points),
             "action": self.action.value,
             "tool": self.tool,
+            "tool_may_be_absent": self.tool_may_be_absent,
             "when": self.when.source if self.when else None,
             "priority": self.priority,
             "reason": self.reason,

@@ -27,6 +27,7 @@ from typing import Any
 from agent_hooks import Verdict
 from agents import Agent, FunctionTool
 
+from approvals.policy import check_policies_tool_names
 from graphs.governance import Governance
 from graphs.openai_host.calls import GovernedApproval, GovernedInvoke
 
@@ -76,6 +77,11 @@ class OpenAIHost:
         agents = list(reachable(self.agent))
         for agent in agents:
             _refuse_ungoverned(agent)
+        check_policies_tool_names(
+            self.governance.interceptors,
+            (t.name for agent in agents for t in agent.tools if isinstance(t, FunctionTool)),
+            graph=name,
+        )
         for agent in agents:
             for tool in agent.tools:
                 if isinstance(tool, FunctionTool) and not isinstance(
