@@ -1,4 +1,5 @@
-"""``approvals policy``: check a policy file and run its table of cases. No database needed.
+"""``approvals policy``: check a policy file and run its table of cases. No database needed,
+except by ``check --graph NAME``, which builds the graph to know its tools.
 
 Exit codes follow the CLI's: 0 success, 1 a case failed, 2 a file is invalid (the error is one
 line on stderr, ``error: FILE:LINE: reason``).
@@ -11,10 +12,11 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from web.cli.command import EXIT_FAILURE, EXIT_INVALID, emit_json
+from web.cli.command import EXIT_FAILURE, EXIT_INVALID, emit_json, run_async
 
 if TYPE_CHECKING:
     from approvals.policy import Policy, PolicyError
+    from web.engine import Engine
 
 policy_app = typer.Typer(
     no_args_is_help=True, help="Declarative policies: check them, test them against cases."
@@ -42,10 +44,39 @@ def _load(path: Path, as_json: bool) -> Policy:
         _invalid(exc, as_json)
 
 
+GraphOption = Annotated[
+    str | None,
+    typer.Option(
+        "--graph",
+        metavar="NAME",
+        help="Also check that every rule's tool names a tool of this registered graph, as "
+        "registering the graph with this policy would (opens the database to build it).",
+        show_default=False,
+    ),
+]
+
+
+def _graph_tools(graph: str) -> list[str]:
+    """The tool names of the registered graph ``graph`` (built as the engine builds it)."""
+
+    async def main(engine: Engine) -> list[str]:
+        return sorted({t["name"] for t in engine.registry.describe_tools(graph)})
+
+    return run_async(main)
+
+
 @policy_app.command("check")
-def check(file: PolicyFile, as_json: JsonOption = False) -> None:
-    """Load a policy and report the first mistake in it (FILE:LINE: reason), if any."""
+def check(file: PolicyFile, as_json: JsonOption = False, graph: GraphOption = None) -> None:
+    """Load a policy and report the first mistake in it (FILE:LINE: reason), if any; with
+    --graph NAME, also a rule whose tool is none of that graph's tools."""
     policy = _load(file, as_json)
+    if graph is not None:
+        from approvals.policy import PolicyError, check_tool_names
+
+        try:
+            check_tool_names(policy, _graph_tools(graph), graph=graph)
+        except PolicyError as exc:
+            _invalid(exc, as_json)
     if as_json:
         emit_json(
             {
@@ -56,11 +87,13 @@ def check(file: PolicyFile, as_json: JsonOption = False) -> None:
                 "default": policy.default.value,
                 "points": sorted(p.value for p in policy.points),
                 "rules": [rule.to_json() for rule in policy.rules],
+                **({"graph": graph} if graph is not None else {}),
             }
         )
         return
     count = len(policy.rules)
-    typer.echo(f"{file}: ok ({count} rule{'' if count == 1 else 's'})")
+    against = f"; its tools are graph {graph!r}'s" if graph is not None else ""
+    typer.echo(f"{file}: ok ({count} rule{'' if count == 1 else 's'}{against})")
 
 
 @policy_app.command("test")
