@@ -36,7 +36,6 @@ RULE_FIELDS = (
     "description",
     "point",
     "tool",
-    "tool_may_be_absent",
     "when",
     "priority",
     "action",
@@ -51,6 +50,7 @@ RULE_FIELDS = (
     "allowed_decisions",
     "mask",
     "set",
+    "tool_may_be_absent",
 )
 MAX_QUORUM = 20
 

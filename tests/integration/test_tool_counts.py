@@ -79,7 +79,16 @@ def burst_openai(deps: GraphDeps) -> Any:
         )
         return f"sent to {to}"
 
-    agent = Agent(name="burst_openai", model=ScriptedModel(openai_script), tools=[send_email])
+    @function_tool
+    async def draft_email(to: str, subject: str, body: str) -> str:
+        """Draft an e-mail (never called here: the policy's draft rule needs the tool)."""
+        return f"drafted to {to}"
+
+    agent = Agent(
+        name="burst_openai",
+        model=ScriptedModel(openai_script),
+        tools=[draft_email, send_email],
+    )
     return OpenAIAgent(agent, governance=_governance(), max_turns=30)
 
 

@@ -71,6 +71,7 @@ def check(file: PolicyFile, as_json: JsonOption = False, graph: GraphOption = No
     --graph NAME, also a rule whose tool is none of that graph's tools."""
     policy = _load(file, as_json)
     if graph is not None:
+        # Imported here, not at the top: the policy engine imports cel (see _load).
         from approvals.policy import PolicyError, check_tool_names
 
         try:
