@@ -311,7 +311,9 @@ WITH consumed AS (
                               'identity', c.identity, 'args_identity', %(args_identity)s::text)
            -- An operator's override at the console (approvals decide --as) says so, and who.
            || jsonb_strip_nulls(jsonb_build_object('override_by', %(override_by)s::text))
-      FROM consumed c
+      -- From the decision row, so that it is stored before the event that states it: the
+      -- log's trigger refuses a decision event no decision backs (migration 0027).
+      FROM consumed c JOIN decision d ON d.request_id = c.id
     UNION ALL
     SELECT 'resume.queued', c.run_id, c.id, c.call_id, c.tool, c.state_version, %(principal)s,
            jsonb_build_object('job', j.id)
@@ -900,7 +902,8 @@ WITH due AS (
            jsonb_build_object('decision', 'reject', 'reason', 'expired', 'identity', e.identity,
                               'expires_at', e.expires_at, 'approvers', to_jsonb(e.approvers),
                               'escalation_level', e.escalation_level)
-      FROM expired e
+      -- From the decision row: stored before the event that states it (migration 0027).
+      FROM expired e JOIN decision d ON d.request_id = e.id
     UNION ALL
     SELECT 'request.escalated', s.run_id, s.id, s.call_id, s.tool, s.state_version,
            'system:expiry',
