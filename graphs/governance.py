@@ -141,18 +141,31 @@ SLOT_RESOLVER = SlotResolver()
 
 EmitterFactory = Callable[[ApprovalResolver], InterceptionEmitter]
 
+#: The composition of a governance that names none: every interceptor answers before anyone is
+#: asked (``sequential/run_all``), a deny no human may lift outranks a liftable one wherever it
+#: stands in the list, and only when nothing denies does the first escalation go to a human.
+#: Not the SDK's default (``sequential/first_deny``, ``on_approval: stop``): there an approved
+#: escalation ends the fold, so an ``interrupt_on`` or sensitive-tool escalation placed before a
+#: policy had a human approve calls the policy denies, and the policy was never consulted.
+DENY_WINS = CompositionConfig.run_all()
+
 
 @dataclass(frozen=True, kw_only=True)
 class Governance:
     """How a graph's interceptions are evaluated: its interceptors (in order), the composition
     profile, the enforcement mode, the per-interceptor timeout and the identity provider.
 
+    ``composition`` is ``DENY_WINS`` unless given (``None`` means it too): a deny anywhere wins
+    before any human is asked. A composition given explicitly is the AGENT-HOOKS profile it
+    names, ``sequential/first_deny`` included, where an approved escalation skips the
+    interceptors after it.
+
     ``emitter`` replaces all of that with a factory, for hosts that build their emitter from a
     host declaration document; it receives the resolver to register."""
 
     interceptors: Sequence[Interceptor] = ()
     mode: EnforcementMode = EnforcementMode.ENFORCE
-    composition: CompositionConfig | None = None
+    composition: CompositionConfig | None = DENY_WINS
     timeout: float | None = 5.0
     identity_provider: str | None = "jcs-sha256"
     emitter: EmitterFactory | None = None
@@ -168,7 +181,7 @@ class Governance:
             mode=self.mode,
             resolver=resolver,
             timeout=self.timeout,
-            composition=self.composition,
+            composition=DENY_WINS if self.composition is None else self.composition,
             identity_provider=self.identity_provider,
         )
         for i, interceptor in enumerate(self.interceptors):

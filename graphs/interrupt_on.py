@@ -119,14 +119,17 @@ def governance(
     policy: str | Path | Policy | None,
     governance: Governance | None,
 ) -> Governance:
-    """``interrupt_on`` first, then the policy, then the given governance's interceptors."""
+    """The policy first, then the given governance's interceptors, ``interrupt_on`` last.
+
+    Under the governance's composition (``graphs.governance.DENY_WINS`` unless it names
+    another) every interceptor answers before anyone is asked: a policy's deny, or a given
+    interceptor's, wins and no one is asked to approve the call; a policy's escalation (its
+    approvers, its deadline) is the one a human decides; ``interrupt_on`` asks only when
+    nothing before it denies. Last matters under an explicit ``sequential/first_deny`` too,
+    whose approved escalation skips what follows it: an ``interrupt_on`` approval never skips
+    the policy."""
     interceptors: list[Interceptor] = []
     names: list[str] = []
-    alone = policy is None and governance is None
-    if gates or alone:
-        # Also alone, with no tool named: an emitter with no interceptor denies everything.
-        interceptors.append(InterruptOn(gates, prefix, sensitive_escalates=alone))
-        names.append("interrupt_on")
     if policy is not None:
         loaded = load_policy(policy) if isinstance(policy, str | Path) else policy
         if not isinstance(loaded, Policy):
@@ -135,20 +138,23 @@ def governance(
             )
         interceptors.append(loaded)
         names.append(f"policy:{Path(policy).stem}" if isinstance(policy, str | Path) else "policy")
-    if governance is None:
-        return Governance(interceptors=tuple(interceptors), names=tuple(names))
-    if governance.emitter is not None and interceptors:
-        raise ValueError(
-            "governance builds its own emitter: give interrupt_on and policy to it, not here"
-        )
-    for i, interceptor in enumerate(governance.interceptors):
-        names.append(
+    if governance is not None:
+        if governance.emitter is not None and (policy is not None or gates):
+            raise ValueError(
+                "governance builds its own emitter: give interrupt_on and policy to it, not here"
+            )
+        interceptors.extend(governance.interceptors)
+        names.extend(
             governance.names[i]
             if i < len(governance.names)
             else f"{type(interceptor).__name__}#{i}"
+            for i, interceptor in enumerate(governance.interceptors)
         )
-    return dataclasses.replace(
-        governance,
-        interceptors=(*interceptors, *governance.interceptors),
-        names=tuple(names),
-    )
+    alone = policy is None and governance is None
+    if gates or alone:
+        # Also alone, with no tool named: an emitter with no interceptor denies everything.
+        interceptors.append(InterruptOn(gates, prefix, sensitive_escalates=alone))
+        names.append("interrupt_on")
+    if governance is None:
+        return Governance(interceptors=tuple(interceptors), names=tuple(names))
+    return dataclasses.replace(governance, interceptors=tuple(interceptors), names=tuple(names))
