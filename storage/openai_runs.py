@@ -1,9 +1,10 @@
 """The OpenAI Agents SDK host's server-side state: each paused run's serialized ``RunState``.
 
 The state is stored as the exact text the SDK's ``to_json`` was dumped to, with its version
-(the SHA-256 of that text). The run's pending requests carry the version as their
-``state_version``; a resume refuses a state whose text no longer hashes to it. Statements are
-in ``sql/openai.sql``.
+(the host's keyed MAC of the row, ``graphs.openai_host.sealing``: this module never computes
+or checks it). The run's pending requests carry the version as their ``state_version``; a
+resume refuses a row whose version is not the host's MAC of it. Statements are in
+``sql/openai.sql``.
 """
 
 from __future__ import annotations
@@ -125,7 +126,15 @@ class PgOpenAIRunStates:
         )
 
     async def record_refused(
-        self, *, run_id: str, request_id: str, call_id: str, expected: str | None, found: str
+        self,
+        *,
+        run_id: str,
+        request_id: str,
+        call_id: str,
+        expected: str | None,
+        found: str,
+        reason: str,
+        state_sha256: str,
     ) -> None:
         await self._one(
             "record_openai_state_refused",
@@ -134,6 +143,13 @@ class PgOpenAIRunStates:
                 "request_id": request_id,
                 "call_id": call_id,
                 "expected": expected,
-                "data": json({"found": found, "expected": expected}),
+                "data": json(
+                    {
+                        "found": found,
+                        "expected": expected,
+                        "reason": reason,
+                        "state_sha256": state_sha256,
+                    }
+                ),
             },
         )

@@ -90,6 +90,7 @@ class EngineWiring:
         from graphs.worker import ExpirySweeper, Worker
         from storage.checkpoints import PgResumeChecks, make_saver
         from storage.openai_runs import PgOpenAIRunStates
+        from web.security import secret_key
 
         saver = make_saver(self._db.pool)
         deps = GraphDeps(
@@ -98,8 +99,15 @@ class EngineWiring:
             ledger=self.ledger,
             request_ttl=timedelta(seconds=self.settings.request_ttl_seconds),
             reconcile_group=self.settings.operator_group,
-            # The OpenAI-SDK agents' server-side RunStates (docs/openai-agents.md).
-            extras={**extras(self.effects), **openai_extras(PgOpenAIRunStates(self._db))},
+            # The OpenAI-SDK agents' server-side RunStates (docs/openai-agents.md), sealed
+            # under the key sessions are signed with.
+            extras={
+                **extras(self.effects),
+                **openai_extras(
+                    PgOpenAIRunStates(self._db),
+                    secret=secret_key(self.settings.secret_key, self.settings.data_dir),
+                ),
+            },
         )
         registry = GraphRegistry(deps, self.settings.graph_entries())
         runner = Runner(

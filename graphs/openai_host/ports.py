@@ -1,12 +1,14 @@
 """What the OpenAI host needs from storage: where a paused run's ``RunState`` is kept, and
 how a resume re-reads a request's decision. ``storage.openai_runs.PgOpenAIRunStates`` is the
-PostgreSQL adapter; the host finds it in ``GraphDeps.extras`` under ``OPENAI_STATES``."""
+PostgreSQL adapter; the host finds it in ``GraphDeps.extras`` under ``OPENAI_STATES``, and the
+key the states are sealed with under ``OPENAI_STATE_SEAL``."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from graphs.deps import Extra
+from graphs.openai_host.sealing import StateSeal
 
 
 class StoredState(Protocol):
@@ -66,17 +68,30 @@ class OpenAIRunStates(Protocol):
     async def decision(self, request_id: str) -> StoredDecision | None: ...
 
     async def record_refused(
-        self, *, run_id: str, request_id: str, call_id: str, expected: str | None, found: str
+        self,
+        *,
+        run_id: str,
+        request_id: str,
+        call_id: str,
+        expected: str | None,
+        found: str,
+        reason: str,
+        state_sha256: str,
     ) -> None:
         """Audit a resume refused because the stored state is not the one the run paused
-        with (``run.state_tampered``)."""
+        with (``run.state_tampered``): the version the request was bound to (``expected``),
+        the one stored (``found``), why (``reason``, a ``SealCheck`` value or ``unreadable``)
+        and the plain SHA-256 of the refused text, to find it again."""
         ...
 
 
 #: Where the host gives the OpenAI runs' state store in ``GraphDeps.extras``.
 OPENAI_STATES: Extra[OpenAIRunStates] = Extra("openai.run_states")
+#: Where the host gives the key the stored states are sealed with (``sealing.StateSeal``).
+OPENAI_STATE_SEAL: Extra[StateSeal] = Extra("openai.state_seal")
 
 
-def openai_extras(states: OpenAIRunStates) -> dict[str, object]:
-    """``GraphDeps.extras`` that give the OpenAI host ``states``."""
-    return {OPENAI_STATES.name: states}
+def openai_extras(states: OpenAIRunStates, *, secret: str | bytes) -> dict[str, object]:
+    """``GraphDeps.extras`` that give the OpenAI host ``states``, sealed under a key derived
+    from ``secret`` (the app's secret: every process that resumes runs must share it)."""
+    return {OPENAI_STATES.name: states, OPENAI_STATE_SEAL.name: StateSeal(secret)}

@@ -2,12 +2,12 @@
 LangGraph runs (``graphs.runner.Runner`` hands them here).
 
 After every ``Runner.run`` the SDK's ``RunState`` is serialized (``to_json``) and stored in
-PostgreSQL with its version (SHA-256 of the stored text), which the run's pending requests
-carry. A resume (a claimed job, holding the thread's lock) loads the state, refuses it if its
-text no longer hashes to the version its decided request was bound to (audited as
-``run.state_tampered``), re-reads every waiting call's decision from the database, applies it
-with ``state.approve(item)`` or ``state.reject(item, rejection_message=...)`` and runs the agent
-again, which may pause again.
+PostgreSQL with its version (a keyed MAC of the stored row under the app's secret, see
+``sealing``), which the run's pending requests carry. A resume (a claimed job, holding the
+thread's lock) loads the state, refuses it if its version is not this key's MAC of the row or
+not the version its decided request was bound to (audited as ``run.state_tampered``), re-reads
+every waiting call's decision from the database, applies it with ``state.approve(item)`` or
+``state.reject(item, rejection_message=...)`` and runs the agent again, which may pause again.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from graphs.edits import successful_counts
 from graphs.governance import SessionHolder, record_row
 from graphs.openai_host.calls import HostRun, enter, leave
 from graphs.openai_host.host import OpenAIHost, reachable
-from graphs.openai_host.ports import OPENAI_STATES, OpenAIRunStates
+from graphs.openai_host.ports import OPENAI_STATE_SEAL, OPENAI_STATES, OpenAIRunStates
+from graphs.openai_host.sealing import SealCheck, SealedRow, StateSeal
 from graphs.run_outcome import RunOutcome, complete_job
 from graphs.storable import storable_text
 
@@ -81,11 +82,6 @@ def parse_openai_input(value: Any) -> str | list[dict[str, Any]]:
     return message
 
 
-def state_version(text: str) -> str:
-    """The version of a stored state: the SHA-256 of its exact text."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 class OpenAIRunner:
     """Runs OpenAI-SDK agents for ``graphs.runner.Runner``."""
 
@@ -100,16 +96,17 @@ class OpenAIRunner:
         self._runs = runs
         self._transient = transient
 
-    def _states(self, host: OpenAIHost) -> OpenAIRunStates:
+    def _states(self, host: OpenAIHost) -> tuple[OpenAIRunStates, StateSeal]:
         try:
-            return self._deps.provided(OPENAI_STATES)
+            return self._deps.provided(OPENAI_STATES), self._deps.provided(OPENAI_STATE_SEAL)
         except LookupError as exc:
             # Not "never": a worker of a host that gives the store may take the job.
             raise GraphLoadError(
                 host.name,
                 "OpenAI Agents SDK agent",
                 "this host keeps no OpenAI run states: give GraphDeps.extras "
-                "graphs.openai_host.openai_extras(storage.openai_runs.PgOpenAIRunStates(db))",
+                "graphs.openai_host.openai_extras(storage.openai_runs.PgOpenAIRunStates(db), "
+                "secret=the app's secret key)",
             ) from exc
 
     async def start(
@@ -125,7 +122,7 @@ class OpenAIRunner:
         if thread_id is not None and not (0 < len(thread_id) <= 200):
             raise InvalidRunInput("thread id must be 1 to 200 characters")
         given = parse_openai_input(input)
-        states = self._states(host)  # before anything is written
+        states, seal = self._states(host)  # before anything is written
         run_id = str(uuid.uuid4())
         given_thread = thread_id is not None
         thread_id = thread_id or run_id
@@ -152,7 +149,7 @@ class OpenAIRunner:
                     outcome = _blocked(blocked, run_id, thread_id)
                 else:
                     outcome = await self._step(
-                        host, admitted, run_id, thread_id, principal, holder, states, {}
+                        host, admitted, run_id, thread_id, principal, holder, (states, seal), {}
                     )
             except DatabaseUnavailable as exc:
                 # Nothing retries a start: it fails, visibly.
@@ -171,27 +168,43 @@ class OpenAIRunner:
     ) -> RunOutcome | None:
         """Resume the run of a claimed job (the caller holds the thread's lock)."""
         job = claimed.job
-        states = self._states(host)
+        states, seal = self._states(host)
         stored = await states.load(job.run_id)
         if stored is None:
             await claimed.complete(JobStatus.FAILED, "the run has no stored state")
             return None
         waiting = {call_id: request_id for call_id, request_id in stored.waiting}
         decided = await states.decision(job.request_id)
-        found = state_version(stored.state)
+        # The run this job is for and the agent resuming it, not the row's own say: a row
+        # copied from another run or agent does not pass.
+        sealed = seal.check(
+            stored.version,
+            SealedRow(
+                run_id=job.run_id,
+                agent=host.name,
+                state=stored.state,
+                waiting=stored.waiting,
+                status=stored.status,
+                answer=stored.answer,
+                error=stored.error,
+            ),
+        )
         bound = decided.state_version if decided is not None else None
         pending_here = job.request_id in waiting.values()
 
-        async def refuse(error: str) -> RunOutcome:
+        async def refuse(error: str, reason: str) -> RunOutcome:
             # Nothing of the state runs; the run fails, the job ends (it is never retried),
-            # and the audit log says why.
+            # and the audit log says why. Never this key's MAC of the refused row: with it,
+            # whoever reads the log could make that row pass.
             call_id = decided.call_id if decided is not None else job.call_id
             await states.record_refused(
                 run_id=job.run_id,
                 request_id=job.request_id,
                 call_id=call_id,
                 expected=bound or stored.version,
-                found=found,
+                found=stored.version,
+                reason=reason,
+                state_sha256=hashlib.sha256(stored.state.encode("utf-8")).hexdigest(),
             )
             log.error("run %s: %s", job.run_id, error, extra={"run_id": job.run_id})
             failed = RunOutcome(
@@ -203,10 +216,14 @@ class OpenAIRunner:
             await claimed.complete(JobStatus.FAILED, error, failed.settlement)
             return failed
 
-        if found != stored.version or (pending_here and bound != stored.version):
-            # The state is not the one the run paused with: someone changed it where it is
-            # kept.
-            return await refuse("the stored run state was altered: the resume was refused")
+        if sealed is not SealCheck.INTACT:
+            # The state is not one this host stored for this run (changed where it is kept,
+            # or sealed under another key): none of it is read.
+            return await refuse(f"{sealed.refusal}: the resume was refused", sealed.value)
+        if pending_here and bound != stored.version:
+            # A state this host stored, but not the one the request was decided on.
+            altered = SealCheck.ALTERED
+            return await refuse(f"{altered.refusal}: the resume was refused", altered.value)
         if not pending_here:
             # Already resumed (a sibling call's job, or a worker that died after storing the
             # state): settle the run from where the stored state stands, so it never stays
@@ -233,7 +250,8 @@ class OpenAIRunner:
             return await refuse(
                 "the stored run state cannot be read as a state of this agent"
                 f" ({type(exc).__name__}: {storable_text(str(exc)[:200])}): the resume was"
-                " refused"
+                " refused",
+                "unreadable",
             )
         applied = 0
         rejected: list[Any] = []
@@ -264,7 +282,7 @@ class OpenAIRunner:
             job.thread_id,
             run.started_by if run is not None else "",
             holder,
-            states,
+            (states, seal),
             waiting,
             rejected,
             # Each resume is a new invocation: the run's count goes on from its ledger.
@@ -282,7 +300,7 @@ class OpenAIRunner:
         thread_id: str,
         principal: str,
         holder: SessionHolder,
-        states: OpenAIRunStates,
+        store: tuple[OpenAIRunStates, StateSeal],
         waiting: dict[str, str],
         rejected: list[Any] | None = None,
         ran: dict[str, int] | None = None,
@@ -324,7 +342,6 @@ class OpenAIRunner:
         finally:
             leave(token)
         text = json.dumps(result.to_state().to_json(), sort_keys=True, separators=(",", ":"))
-        version = state_version(text)
         paused: list[tuple[str, str]] = []
         unrecorded: list[str] = []
         for item in result.interruptions:
@@ -365,15 +382,25 @@ class OpenAIRunner:
                 outcome = _blocked(stopped, run_id, thread_id)
             else:
                 outcome = dataclasses.replace(outcome, answer=released)
-        await states.save(
+        states, seal = store
+        row = SealedRow(
             run_id=run_id,
             agent=host.name,
             state=text,
-            version=version,
             waiting=tuple(paused),
             status=outcome.status.value,
             answer=outcome.answer,
             error=outcome.error,
+        )
+        await states.save(
+            run_id=row.run_id,
+            agent=row.agent,
+            state=row.state,
+            version=seal.version(row),
+            waiting=row.waiting,
+            status=row.status,
+            answer=row.answer,
+            error=row.error,
         )
         return outcome
 

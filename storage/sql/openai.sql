@@ -40,8 +40,9 @@ SELECT r.id, r.run_id, r.call_id, r.tool, r.identity, r.status, r.state_version,
 
 -- name: record_openai_state_refused
 -- The audit entry of a resume refused because the stored RunState is not the one the run
--- paused with (its text no longer hashes to its version, or the version is not the one the
--- decided request was bound to).
+-- paused with (its version is not the host's keyed MAC of the row, or not the one the decided
+-- request was bound to, or the SDK cannot read it). data: found, expected, reason,
+-- state_sha256 (the refused text's plain hash, to find it again).
 INSERT INTO audit_events (kind, run_id, request_id, call_id, state_version, data)
 VALUES ('run.state_tampered', %(run_id)s, %(request_id)s, %(call_id)s, %(expected)s,
         %(data)s);

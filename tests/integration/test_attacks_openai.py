@@ -1,8 +1,9 @@
 """Attacks on OpenAI-SDK runs through their stored state: an insider who can write every state
-table replaces a paused run's ``RunState`` with JSON the SDK reads as valid but that names
-another agent (or is no state at all), and rewrites every version to match. Nothing may run,
-the run must fail visibly with the audit log saying why, and the worker must not retry the
-job forever."""
+table, and holds the app's secret, replaces a paused run's ``RunState`` with JSON the SDK
+reads as valid but that names another agent (or is no state at all), and seals every version
+to match (without the secret, the seal refuses it first: test_openai_state_seal). Nothing may
+run, the run must fail visibly with the audit log saying why, and the worker must not retry
+the job forever."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from graphs.openai_host.runner import state_version
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.test_openai_runs import start, stored_state
+from tests.integration.test_openai_state_seal import refusals, sealed_version
 from web.engine import Engine
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -41,14 +42,15 @@ async def test_a_stored_state_forged_into_another_shape_fails_the_run_once(
     [request_id] = run.pending
     stored = await stored_state(engine, run.run_id)
     forged = json.dumps(forge(json.loads(stored["state"])), sort_keys=True)
+    version = await sealed_version(engine, run.run_id, forged)
     async with engine.connection() as conn:
         await conn.execute(
             "UPDATE openai_run_states SET state = %s, version = %s WHERE run_id = %s",
-            (forged, state_version(forged), run.run_id),
+            (forged, version, run.run_id),
         )
         await conn.execute(
             "UPDATE approval_requests SET state_version = %s WHERE run_id = %s",
-            (state_version(forged), run.run_id),
+            (version, run.run_id),
         )
     await engine.decide_as_operator(request_id, "approve", principal="bob")
     assert await engine.drain() == 1
@@ -66,12 +68,8 @@ async def test_a_stored_state_forged_into_another_shape_fails_the_run_once(
         run.run_id,
     )
     assert jobs == ["failed"]
-    refused = await scalar(
-        engine,
-        "SELECT count(*) FROM audit_events WHERE kind = 'run.state_tampered' AND run_id = %s",
-        run.run_id,
-    )
-    assert refused == 1
+    [refused] = await refusals(engine, run.run_id)
+    assert refused["reason"] == "unreadable", refused
 
 
 #: What a hostile system hands an approved tool to return: a NUL and a lone surrogate.

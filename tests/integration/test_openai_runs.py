@@ -56,7 +56,7 @@ async def test_a_refund_pauses_with_its_state_stored_server_side(engine: Engine)
     assert request.offered_decisions == ("approve", "reject")
     stored = await stored_state(engine, run.run_id)
     assert request.state_version == stored["version"]
-    assert stored["version"].startswith("sha256:")
+    assert stored["version"].startswith("hmac-sha256:")
     assert json.loads(stored["state"])["current_step"] is not None
     assert [w["request_id"] for w in stored["waiting"]] == [request_id]
     # Nothing ran.
@@ -211,9 +211,10 @@ async def test_a_state_altered_in_the_database_is_refused_and_audited(
 async def test_a_state_whose_version_was_rewritten_too_is_refused(
     engine: Engine,
 ) -> None:
-    """Recomputing the stored version does not help: the decided request keeps the version
-    it was bound to when the run paused."""
-    from graphs.openai_host.runner import state_version
+    """Recomputing the stored version does not help: it is a keyed MAC (see
+    test_openai_state_seal), and the decided request keeps the version it was bound to when
+    the run paused."""
+    from tests.integration.test_openai_state_seal import plain_hash
 
     run = await start(engine, "refund 1001")
     stored = await stored_state(engine, run.run_id)
@@ -221,7 +222,7 @@ async def test_a_state_whose_version_was_rewritten_too_is_refused(
     async with engine.connection() as conn:
         await conn.execute(
             "UPDATE openai_run_states SET state = %s, version = %s WHERE run_id = %s",
-            (altered, state_version(altered), run.run_id),
+            (altered, plain_hash(altered), run.run_id),
         )
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     await engine.drain()
@@ -672,13 +673,13 @@ async def test_each_call_is_one_interception_and_a_rejection_is_recorded(
 async def test_a_state_forged_to_approve_an_undecided_call_runs_nothing_for_it(
     engine: Engine,
 ) -> None:
-    """An insider who can write every state table approves a call in the SDK's own state,
-    as a client holding the RunState would, and rewrites the versions to match. The state
-    passes the version check, but the call's decision is read from the database: it runs
-    nothing, and the model is told it was not approved."""
+    """An insider who can write every state table, and also holds the app's secret, approves
+    a call in the SDK's own state, as a client holding the RunState would, and seals it. The
+    state passes the version check, but the call's decision is read from the database: it
+    runs nothing, and the model is told it was not approved."""
     from agents import RunState
 
-    from graphs.openai_host.runner import state_version
+    from tests.integration.test_openai_state_seal import sealed_version
 
     run = await start(engine, "refund 1001 and 1002")
     requests = {r.call_id: r for r in [await engine.requests.get(i) for i in run.pending] if r}
@@ -689,14 +690,15 @@ async def test_a_state_forged_to_approve_an_undecided_call_runs_nothing_for_it(
     [forged_item] = [i for i in state.get_interruptions() if i.call_id == "refund-1002"]
     state.approve(forged_item)
     forged = json.dumps(state.to_json(), sort_keys=True, separators=(",", ":"))
+    version = await sealed_version(engine, run.run_id, forged)
     async with engine.connection() as conn:
         await conn.execute(
             "UPDATE openai_run_states SET state = %s, version = %s WHERE run_id = %s",
-            (forged, state_version(forged), run.run_id),
+            (forged, version, run.run_id),
         )
         await conn.execute(
             "UPDATE approval_requests SET state_version = %s WHERE run_id = %s",
-            (state_version(forged), run.run_id),
+            (version, run.run_id),
         )
     await engine.decide_as_operator(requests["refund-1001"].id, "approve", principal="bob")
     await engine.drain()
