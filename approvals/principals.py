@@ -7,8 +7,11 @@ session cookie or the bearer token, and the domain decides what that principal m
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from approvals.errors import InvalidValue
 
 
 class Via(enum.StrEnum):
@@ -62,6 +65,72 @@ class Principal:
             groups=groups,
             owner=f"local:{owner}" if owner is not None else None,
         )
+
+
+#: The kinds of principal a person acts as: a local account, an OpenID Connect sign-in, an API
+#: token (which acts for its owner). The approver rules count these as people.
+PERSON_KINDS = frozenset({"local", "oidc", "token"})
+#: ``KIND:NAME`` as the operator console takes it: a lower-case kind, then a name of printable
+#: characters (no spaces or control characters, which would make the audit log ambiguous).
+_SPELLED_OUT = re.compile(r"([a-z][a-z0-9_-]{0,31}):([\x21-\x7e\u00a1-\U0010ffff]{1,255})")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+@dataclass(frozen=True, slots=True)
+class ConsoleName:
+    """What the operator console's ``--as TEXT`` names.
+
+    ``--as NAME`` is the local account ``NAME`` (``local:NAME``), so that one person is never two
+    principals: a run started ``--as bob`` is bob's, and bob's web account may not approve it.
+    Any other principal is spelled out as ``KIND:NAME``: ``local:NAME`` (the same account),
+    ``oidc:ISSUER#SUBJECT`` (a person who signs in through OpenID Connect), or a principal that
+    is no person, such as ``cli:deploy-bot`` or ``ops:carol``, which may start runs and act as an
+    operator but never decides. ``token:NAME`` is refused: a token acts for its owner, so name
+    the owner.
+    """
+
+    #: The principal id it stands for.
+    principal: str
+    #: The local account that must exist for it, or ``None``.
+    account: str | None
+
+    @property
+    def is_person(self) -> bool:
+        """Whether the approver rules count it as a person (and so it may ever decide)."""
+        return is_person_principal(self.principal)
+
+
+def is_person_principal(principal: str) -> bool:
+    """Whether a stored principal id is a person's (``local:``, ``oidc:``, ``token:``); any other
+    kind (``cli:``, ``ops:``, ``system:``, ``demo:``) names a service or an operator's tool."""
+    kind, sep, _ = principal.partition(":")
+    return bool(sep) and kind in PERSON_KINDS
+
+
+def console_name(text: str) -> ConsoleName:
+    """What ``--as TEXT`` names (``ConsoleName``); raises ``InvalidValue`` for text that names
+    no principal. Whether the account exists is for the caller to check."""
+    if not text or _SURROGATE.search(text) or any(not c.isprintable() for c in text):
+        raise InvalidValue("principal", "must be printable text (an account name or KIND:NAME)")
+    if ":" not in text:
+        return ConsoleName(principal=f"local:{text}", account=text)
+    spelled = _SPELLED_OUT.fullmatch(text)
+    if spelled is None:
+        raise InvalidValue(
+            "principal",
+            f"{text[:200]!r} is neither an account name nor KIND:NAME (e.g. local:bob,"
+            " cli:deploy-bot)",
+        )
+    kind, name = spelled.groups()
+    if kind == "local":
+        return ConsoleName(principal=text, account=name)
+    if kind == "token":
+        raise InvalidValue(
+            "principal", f"{text[:200]!r} is a token: a token acts for its owner, so name the owner"
+        )
+    if kind == "oidc" and not re.fullmatch(r"[^#]+#.+", name):
+        raise InvalidValue("principal", f"{text[:200]!r} is not oidc:ISSUER#SUBJECT")
+    return ConsoleName(principal=text, account=None)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -86,6 +86,13 @@ class PgAccounts:
         """Every local account, by name."""
         return [_user_account(r) for r in await self._db.all("list_users", {})]
 
+    async def user(self, name: str) -> UserAccount | None:
+        """The local account of that name (enabled or not); ``None`` when there is none."""
+        if not is_valid_name(name):
+            return None
+        row = await self._db.one("user_by_name", {"name": name})
+        return _user_account(row) if row is not None else None
+
     async def disable_user(self, name: str, *, by: str | None = None) -> bool:
         """Stop an account from signing in; ``False`` when there is no enabled account of
         that name."""

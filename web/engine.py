@@ -29,9 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 from approvals.authz import ApproverRules
 from approvals.decisions import decide
-from approvals.errors import InvalidRunId, RequestNotFound, RunNotAllowed, RunNotFound, RunPruned
+from approvals.errors import (
+    InvalidRunId,
+    InvalidValue,
+    RequestNotFound,
+    RunNotAllowed,
+    RunNotFound,
+    RunPruned,
+)
 from approvals.model import DecisionRecord, PendingCall, RequestStatus, Ruling, Run, Vote
-from approvals.principals import Principal
+from approvals.principals import Principal, console_name
 from storage.accounts import PgAccounts
 from storage.audit import AuditFilter, PgAuditLog, Verification
 from storage.db import Database, check_connection, open_pool, translated_errors
@@ -185,6 +192,31 @@ class Engine(EngineReads, EngineEdits):
             check=may_decide,
             read=found,
         )
+
+    async def console_principal(self, text: str, *, deciding: bool = False) -> str:
+        """The principal id the operator console's ``--as TEXT`` names
+        (``approvals.principals.ConsoleName``): ``NAME`` and ``local:NAME`` are that local
+        account, which must exist and be enabled, so that one person is never two principals;
+        ``KIND:NAME`` spells any other out. ``deciding``: also refuse a principal that is no
+        person (``cli:deploy-bot``), which never decides. Raises ``InvalidValue``."""
+        named = console_name(text)
+        if named.account is not None:
+            account = await self.accounts.user(named.account)
+            if account is None:
+                raise InvalidValue(
+                    "principal",
+                    f"{text[:200]!r} names no account: create it (approvals users add), or"
+                    " write a principal that is no person as KIND:NAME (e.g. cli:deploy-bot)",
+                )
+            if account.disabled:
+                raise InvalidValue("principal", f"the account {named.account!r} is disabled")
+        if deciding and not named.is_person:
+            raise InvalidValue(
+                "principal",
+                f"{text[:200]!r} is no person, and only a person decides: name the account"
+                " (or oidc:ISSUER#SUBJECT) the decision is made for",
+            )
+        return named.principal
 
     async def decide_as_operator(
         self,

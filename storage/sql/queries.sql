@@ -607,6 +607,10 @@ SELECT password_hash, groups, disabled FROM users WHERE name = %(name)s;
 -- Every local account, by name (never a password hash).
 SELECT name, groups, created_at, disabled FROM users ORDER BY name;
 
+-- name: user_by_name
+-- One local account, as list_users shows it; no row when there is none of that name.
+SELECT name, groups, created_at, disabled FROM users WHERE name = %(name)s;
+
 -- name: disable_user
 -- Disable a local account, with its audit entry; no row when there is no such enabled account.
 -- The users_end_sessions_v1 trigger ends its web sessions in the same statement.

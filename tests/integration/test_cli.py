@@ -16,8 +16,14 @@ from web.engine import Engine
 
 pytestmark = pytest.mark.slow
 
+#: A person the console may name without a local account (an OpenID Connect sign-in).
+OIDC_BOB = "oidc:https://id.example#bob"
+
 
 async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[str, str]) -> None:
+    # --as NAME is the account NAME (local:NAME): the people exist.
+    for name in ("alice", "bob"):
+        await engine.accounts.add_user(name, "correct horse battery staple", ["support"])
     started = await invoke(
         cli_env,
         "runs",
@@ -67,7 +73,7 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
     )
     assert decided.code == 0, decided.stderr
     assert decided.json()["decision"] == "edit"
-    assert decided.json()["principal"] == "bob"
+    assert decided.json()["principal"] == "local:bob"
     rejected = await invoke(
         cli_env, "decide", by_call["refund-1002"], "reject", "--reason", "fraud", "--as", "bob"
     )
@@ -105,8 +111,8 @@ async def test_start_list_decide_and_show_a_run(engine: Engine, cli_env: dict[st
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["decide", "not-an-id", "approve", "--as", "bob"], 2, "not a valid request id"),
-        (["decide", str(uuid.uuid4()), "approve", "--as", "bob"], 4, "does not exist"),
+        (["decide", "not-an-id", "approve", "--as", OIDC_BOB], 2, "not a valid request id"),
+        (["decide", str(uuid.uuid4()), "approve", "--as", OIDC_BOB], 4, "does not exist"),
         (["runs", "start", "refund", "--input", "{not json"], 2, "--input is not valid JSON"),
         (["runs", "start", "refund", "--input", '{"msg": 1}'], 2, "invalid run input"),
         (["runs", "start", "nope", "--input", '{"message": "x"}'], 4, "unknown graph"),
@@ -130,12 +136,16 @@ async def test_decide_exit_codes_for_a_decided_request(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="alice")
-    first = await invoke(cli_env, "decide", run.pending[0], "reject", "--reason", "no", "--as", "a")
+    for name in ("ann", "bob"):
+        await engine.accounts.add_user(name, "correct horse battery staple", ["support"])
+    first = await invoke(
+        cli_env, "decide", run.pending[0], "reject", "--reason", "no", "--as", "ann"
+    )
     assert first.code == 0
-    again = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "b")
+    again = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "bob")
     assert again.code == 3
     assert "no longer pending (status: rejected)" in again.stderr
-    invalid = await invoke(cli_env, "decide", run.pending[0], "reject", "--as", "b")
+    invalid = await invoke(cli_env, "decide", run.pending[0], "reject", "--as", "bob")
     assert invalid.code == 2
     assert "needs a reason" in invalid.stderr
 
@@ -159,10 +169,11 @@ async def test_the_demo_pauses_and_finishes_once_decided(
         line = (await asyncio.wait_for(demo.stdout.readline(), 120)).decode()
         assert line, f"demo ended early: {''.join(seen)}"
         seen.append(line)
-        found = re.search(r"approvals decide ([0-9a-f-]{36}) approve", line)
+        found = re.search(r"approvals decide ([0-9a-f-]{36}) approve --as demo-approver$", line)
         if found:
             request_id = found.group(1)
-    decided = await invoke(cli_env, "decide", request_id, "approve", "--as", "demo:approver")
+    # The command the demo prints names its approver's account, which exists.
+    decided = await invoke(cli_env, "decide", request_id, "approve", "--as", "demo-approver")
     assert decided.code == 0, decided.stderr
     rest, _ = await asyncio.wait_for(demo.communicate(), 120)
     assert demo.returncode == 0

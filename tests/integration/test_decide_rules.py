@@ -118,13 +118,15 @@ async def test_approvals_decide_as_is_an_override_in_the_audit_log(
     # The console decides in the name it is given, whatever the approver rules say (it holds
     # the database), and the decision log says it was the console.
     run = await start_refund(engine)
-    result = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "demo:approver")
+    # --as NAME is the account NAME, recorded as the principal its web sign-in has.
+    await engine.accounts.add_user("lead", "correct horse battery staple", ["support"])
+    result = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "lead")
     assert result.code == 0, result.stderr
-    assert json.loads(result.stdout)["principal"] == "demo:approver"
+    assert json.loads(result.stdout)["principal"] == "local:lead"
     [decided] = [
         e for e in await engine.audit.for_run(run.run_id) if e["kind"] == "request.decided"
     ]
-    assert decided["principal"] == "demo:approver"
+    assert decided["principal"] == "local:lead"
     assert decided["data"]["override_by"] == f"cli:{getpass.getuser()}"
 
 

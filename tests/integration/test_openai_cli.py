@@ -50,6 +50,9 @@ async def test_the_sdk_agents_function_tools_are_listed_with_their_schema(
 async def test_a_run_started_decided_and_resumed_from_the_console(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
+    # --as NAME is the account NAME (local:NAME): the people exist.
+    for name in ("alice", "bob"):
+        await engine.accounts.add_user(name, "correct horse battery staple", ["support"])
     started = await invoke(
         cli_env,
         "runs",
@@ -97,7 +100,7 @@ async def test_the_demo_runs_the_openai_sdk_agent_and_finishes_once_decided(
         if found:
             request_id = found.group(1)
     decided = await invoke(cli_env, "decide", request_id, "reject", "--reason", "not eligible",
-                           "--as", "demo:approver")  # fmt: skip
+                           "--as", "demo-approver")  # fmt: skip
     assert decided.code == 0, decided.stderr
     rest, _ = await asyncio.wait_for(demo.communicate(), 120)
     printed = "".join(seen) + rest.decode()

@@ -68,6 +68,7 @@ async def test_cancelling_a_waiting_run_from_the_cli(
     assert (await audit_kinds(engine, run.run_id)).count("request.cancelled") == 2
 
     # Its requests can no longer be decided: exit 3, like any request no longer pending.
+    await engine.accounts.add_user("bob", "correct horse battery staple", ["support"])
     decided = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "bob")
     assert decided.code == 3, decided.stderr
     assert "cancelled" in decided.stderr

@@ -21,6 +21,8 @@ async def test_decisions_from_two_processes_consume_the_request_once(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     run = await start_refund(engine)
+    for name in ("ann", "bob"):  # --as NAME: the account NAME
+        await engine.accounts.add_user(name, "correct horse battery staple", ["support"])
     results = await asyncio.gather(
         cli(cli_env, "decide", run.pending[0], "approve", "--as", "ann"),
         cli(cli_env, "decide", run.pending[0], "approve", "--as", "bob"),
@@ -116,6 +118,7 @@ async def test_a_worker_killed_during_the_tool_is_reconciled_never_rerun(
     [reconcile] = report.json()["pending"]
     listed = (await invoke(cli_env, "outcomes", "list", "--json")).json()
     assert [(o["call_id"], o["request_id"]) for o in listed] == [("refund-1001", reconcile)]
+    await engine.accounts.add_user("olga", "correct horse battery staple", ["operators"])
     decided = await invoke(cli_env, "decide", reconcile, "approve", "--as", "olga")
     assert decided.code == 0, decided.stderr
     assert (await invoke(cli_env, "worker", "--drain")).json() == {"resumed": 1}

@@ -176,6 +176,8 @@ async def test_the_cli_responds_with_a_message_and_refuses_an_empty_one(
 ) -> None:
     out = await _ask(lc)
     [request_id] = out.pending
+    # --as bob: the account bob.
+    await lc.accounts.add_user("bob", "correct horse battery staple", ["support"])
     empty = await invoke(cli_env, "decide", request_id, "respond", "--message", " ", "--as", "bob")
     assert empty.code == 2, (empty.stdout, empty.stderr)
     await _nothing_consumed(lc, request_id)

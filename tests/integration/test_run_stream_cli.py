@@ -25,7 +25,7 @@ async def test_runs_start_stream_prints_the_runs_events_as_json_lines(
         "--input",
         '{"message": "refund 1001"}',
         "--as",
-        "alice",
+        "cli:alice",
         "--stream",
         "--json",
     )
@@ -58,7 +58,7 @@ async def test_runs_start_stream_prints_each_update_then_the_status_as_text(
         "--input",
         '{"message": "refund 1001"}',
         "--as",
-        "alice",
+        "cli:alice",
         "--stream",
     )
     assert started.code == 0, started.stderr

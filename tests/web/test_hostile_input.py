@@ -294,6 +294,7 @@ async def test_the_cli_decide_refuses_them_with_exit_2_and_one_line(
 ) -> None:
     run = await engine.runner.start("refund", {"message": "refund 1001"}, principal="local:shop")
     verdict = "reject" if "--reason" in args else "approve"
+    await add_user(engine, "bob", "support")  # --as bob: the account bob
     result = await invoke(cli_env, "decide", run.pending[0], verdict, "--as", "bob", *args)
     assert result.code == 2, result.stderr
     lines = result.stderr.strip().splitlines()

@@ -18,7 +18,7 @@ from approvals.accounts import validate_groups
 from web.cli.command import (
     EXIT_INVALID,
     EXIT_NOT_FOUND,
-    default_principal,
+    acting,
     emit_json,
     emit_listing,
     fail,
@@ -77,7 +77,7 @@ def users_add(
 
     async def main(engine: Engine) -> dict[str, Any]:
         principal = await engine.accounts.add_user(
-            name, password, groups or [], by=by or default_principal()
+            name, password, groups or [], by=await acting(engine, by)
         )
         return {"name": principal.name, "groups": sorted(principal.groups)}
 
@@ -114,7 +114,7 @@ def users_disable(
 
     async def main(engine: Engine) -> bool:
         # The same statement ends its web sessions (the users_end_sessions trigger).
-        return await engine.accounts.disable_user(name, by=by or default_principal())
+        return await engine.accounts.disable_user(name, by=await acting(engine, by))
 
     if not run_async(main):
         fail(f"no enabled user named {name!r}", EXIT_NOT_FOUND)
@@ -134,7 +134,7 @@ def users_groups(
     session goes on deciding for a group it left. Exit 4: no account of that name."""
 
     async def main(engine: Engine) -> dict[str, Any] | None:
-        changed = await engine.accounts.set_groups(name, groups or [], by=by or default_principal())
+        changed = await engine.accounts.set_groups(name, groups or [], by=await acting(engine, by))
         return {"name": name, "groups": sorted(changed.groups)} if changed else None
 
     result = run_async(main)
@@ -204,7 +204,7 @@ def sessions_end(
     wanted = _principal_id(principal)
 
     async def main(engine: Engine) -> int:
-        return await engine.sessions.end_principal(wanted, by=by or default_principal())
+        return await engine.sessions.end_principal(wanted, by=await acting(engine, by))
 
     ended = run_async(main)
     typer.echo(f"{ended} web session{'' if ended == 1 else 's'} of {wanted} ended")
@@ -250,7 +250,7 @@ def tokens_create(
     async def main(engine: Engine) -> dict[str, Any]:
         members = groups or []
         secret = await engine.accounts.create_token(
-            name, members, by or default_principal(), owner=owner
+            name, members, await acting(engine, by), owner=owner
         )
         return {
             "name": name,
@@ -311,7 +311,7 @@ def tokens_revoke(
     """Revoke an API token at once. Exit 4: no unrevoked token of that name."""
 
     async def main(engine: Engine) -> bool:
-        return await engine.accounts.revoke_token(name, by=by or default_principal())
+        return await engine.accounts.revoke_token(name, by=await acting(engine, by))
 
     if not run_async(main):
         fail(f"no unrevoked token named {name!r}", EXIT_NOT_FOUND)

@@ -88,7 +88,14 @@ def parse_json(option: str, text: str) -> Any:
 
 
 def default_principal() -> str:
+    """Who acts when ``--as`` is not given: the OS user, as a principal that is no person."""
     return f"cli:{getpass.getuser()}"
+
+
+async def acting(engine: Engine, given: str | None) -> str:
+    """Who ``--as`` names (``Engine.console_principal``: ``NAME`` is the local account ``NAME``,
+    ``KIND:NAME`` any other principal), or ``default_principal()`` when it is not given."""
+    return default_principal() if given is None else await engine.console_principal(given)
 
 
 def load_settings() -> Settings:

@@ -108,8 +108,9 @@ def decide_command(
         str,
         typer.Option(
             "--as",
-            help="The name to decide in (required): an operator's override of the approver"
-            " rules, recorded as one in the audit log.",
+            help="The person to decide in (required): an account NAME (local:NAME), or"
+            " oidc:ISSUER#SUBJECT. An operator's override of the approver rules, recorded as"
+            " one in the audit log.",
         ),
     ],
     reason: Annotated[
@@ -131,14 +132,17 @@ def decide_command(
 
     Whoever runs the CLI holds the database, so the approver rules do not bind it: the decision
     is an operator's override, in --as's name, and its audit event says so (override_by:
-    cli:$USER). Approvers decide in the web app or through the API."""
+    cli:$USER). --as names a person: an account NAME is recorded as local:NAME, the principal
+    its web sign-in has; a name that is no account, or a principal that is no person
+    (cli:deploy-bot), is refused (exit 2). Approvers decide in the web app or through the
+    API."""
     edited = parse_json("--args", args) if args is not None else None
 
     async def main(engine: Engine) -> dict[str, Any]:
         decision = await engine.decide_as_operator(
             request_id,
             verdict,
-            principal=principal,
+            principal=await engine.console_principal(principal, deciding=True),
             override_by=default_principal(),
             reason=reason,
             args=edited,

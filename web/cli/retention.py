@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from approvals.errors import InvalidValue
-from web.cli.command import EXIT_INVALID, default_principal, emit_json, fail, run_async
+from web.cli.command import EXIT_INVALID, acting, emit_json, fail, run_async
 
 if TYPE_CHECKING:
     from web.engine import Engine
@@ -79,7 +79,7 @@ def retention_prune(
             raise InvalidValue("APPROVALS_RETENTION_OLDER_THAN", str(exc)) from None
         pruned = await engine.prune(
             age,
-            principal=principal or default_principal(),
+            principal=await acting(engine, principal),
             dry_run=dry_run,
             checkpoints_only=checkpoints_only,
         )

@@ -16,7 +16,7 @@ from approvals.model import RunStatus
 from web.cli.command import (
     EXIT_FAILURE,
     EXIT_INVALID,
-    default_principal,
+    acting,
     emit_json,
     fail,
     parse_json,
@@ -51,7 +51,7 @@ def runs_cancel(
 
     async def main(engine: Engine) -> dict[str, Any]:
         cancelled = await engine.cancel_run(
-            run_id, by=principal or default_principal(), reason=reason
+            run_id, by=await acting(engine, principal), reason=reason
         )
         return cancelled.to_json()
 
@@ -83,7 +83,7 @@ def runs_retry(
         fail(f"--reason is longer than {MAX_REASON} characters", EXIT_INVALID)
 
     async def main(engine: Engine) -> dict[str, Any]:
-        retried = await engine.retry_run(run_id, by=principal or default_principal(), reason=reason)
+        retried = await engine.retry_run(run_id, by=await acting(engine, principal), reason=reason)
         return retried.to_json()
 
     result = run_async(main)
@@ -131,7 +131,7 @@ def runs_start(
         outcome = await engine.start_run(
             graph,
             payload,
-            principal=principal or default_principal(),
+            principal=await acting(engine, principal),
             thread_id=thread_id,
             observe=observe if stream else None,
         )

@@ -166,7 +166,7 @@ def demo_command(
             args["reason"] = "partial refund"
         # An OpenAI-SDK agent's requests take no edits (docs/openai-agents.md).
         edit = (
-            f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as demo:approver\n"
+            f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as {user}\n"
             if "edit" in first.offered_decisions
             else ""
         )
@@ -177,8 +177,8 @@ def demo_command(
                 f"\nDecide it in the web app: {settings.public_url}/requests/{first.id}\n"
                 f"  sign in as {user} with password {password}\n"
                 "\nor from another terminal, in this directory:\n"
-                f"  {decide} approve --as demo:approver\n"
-                f"  {decide} reject --reason 'not eligible' --as demo:approver\n"
+                f"  {decide} approve --as {user}\n"
+                f"  {decide} reject --reason 'not eligible' --as {user}\n"
                 f"{edit}"
                 "\nA worker is running here and resumes the run as soon as you decide"
                 " (Ctrl-C stops)."
