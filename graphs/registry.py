@@ -1,8 +1,9 @@
 """Graphs by name. Entries are ``name = "module:attr"``; ``attr`` is a compiled graph, a
 ``StateGraph`` builder, or builds either from ``GraphDeps``. A graph must have an approval
 boundary (``build_agent``, or ``ApprovalMiddleware`` in a ``create_agent`` agent) unless it is
-marked ``ungoverned``. The two examples are registered by default; configuration adds or
-overrides."""
+marked ``ungoverned``, and every policy rule that names a tool must name one of the tools its
+agent has (``approvals.policy.check_tool_names``; the hosts check it as they register an
+agent's tools). The two examples are registered by default; configuration adds or overrides."""
 
 from __future__ import annotations
 
