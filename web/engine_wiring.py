@@ -25,6 +25,7 @@ from storage.requests import PgApprovalRequests, PgDecisions
 from storage.run_events import PgRunEvents, RunEventHub
 from storage.runs import PgRuns, PgToolLedger
 from storage.sessions import PgSessions
+from storage.sign_ins import PgSignInCounts
 from storage.statements import PgStatements
 from web.notifier import Notifier
 from web.settings import Settings
@@ -77,6 +78,18 @@ class EngineWiring:
     _counts: dict[
         tuple[bool, tuple[str, ...], bool], tuple[float, int, tuple[int, dict[str, int]]]
     ] = field(default_factory=dict)
+
+    @cached_property
+    def sign_ins(self) -> PgSignInCounts:
+        """Failed password sign-ins, counted for every web process alike, with the limits
+        each process's own count has (web.app)."""
+        attempts = self.settings.login_attempts
+        return PgSignInCounts(
+            self._db,
+            attempts=attempts,
+            window=self.settings.login_window_seconds,
+            account_attempts=self.settings.login_account_attempts or attempts * 4,
+        )
 
     @cached_property
     def _graphs(self) -> _Graphs:

@@ -37,8 +37,9 @@ from web.engine import Engine
 from web.errors import status_of
 from web.list_query import Listing
 from web.request_stream import open_stream
-from web.security import LoginThrottle, Session, Sessions, same_origin
+from web.security import Session, Sessions, same_origin
 from web.settings import Settings
+from web.sign_in_throttle import SignInThrottle
 from web.templating import templates
 
 log = logging.getLogger("approvals.web")
@@ -186,10 +187,11 @@ def router() -> APIRouter:
                 next=_safe_next(next),
                 username=username,
             )
-        throttle: LoginThrottle = request.app.state.throttle
+        # This process's count, then the one every web process shares.
+        throttle = SignInThrottle(request.app.state.throttle, _engine(request).sign_ins)
         client = request.client.host if request.client else "?"
-        wait, counted_at = throttle.attempt(username, client)
-        if wait:
+        wait, counted = await throttle.attempt(username, client)
+        if counted is None:
             return login_page(
                 request,
                 429,
@@ -206,7 +208,7 @@ def router() -> APIRouter:
                 next=_safe_next(next),
                 username=username,
             )
-        throttle.succeeded(username, client, counted_at)
+        await throttle.succeeded(username, client, counted)
         return await sign_in(request, principal, _safe_next(next))
 
     @pages.post("/logout")

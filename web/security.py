@@ -300,6 +300,9 @@ class LoginThrottle:
 
     No count is forgotten while it has a failure in the window, at its limit or under it; at
     ``CAPACITY`` counts, names and addresses not counted yet wait (see there).
+
+    These are this process's counts; ``web.sign_in_throttle`` puts the ones every web process
+    shares (PostgreSQL) behind them, so that N processes do not allow N times the guesses.
     """
 
     #: The most counts kept (a name, or a name and an address, with a failure in the window).
@@ -379,6 +382,17 @@ class LoginThrottle:
             everyone.remove(counted_at)
             if not everyone:  # nothing left to count: its place goes to whoever needs one
                 del self._failures[(account, None)]
+
+    def withdraw(self, name: str, client: str, counted_at: float) -> None:
+        """The attempt counted at ``counted_at`` was refused after all (the count every
+        process shares was at its limit): it leaves both of this process's counts."""
+        account = name.lower()
+        for key in ((account, client), (account, None)):
+            failures = self._failures.get(key)
+            if failures is not None and counted_at in failures:
+                failures.remove(counted_at)
+                if not failures:
+                    del self._failures[key]
 
     def _expire(self, now: float) -> None:
         """Forget the counts whose last failure has left the window, from the oldest: the

@@ -1316,6 +1316,30 @@ SELECT principal, name, via, account, groups, created_at, expires_at, last_seen_
  ORDER BY created_at DESC
  LIMIT %(limit)s;
 
+-- ==== failed sign-ins, counted for every web process (storage/sign_ins.py) ====
+
+-- name: sign_in_attempt
+-- Count a password sign-in attempt unless its (name, address) or its name's count is at its
+-- limit in the window (approvals_sign_in_attempt_v1, migration 0028: under the name's lock, so
+-- every process counts one name's attempts one at a time). Returns the seconds to wait and the
+-- counted row's id (NULL when it waits).
+SELECT wait, counted
+  FROM approvals_sign_in_attempt_v1(%(account)s, %(client)s, %(attempts)s,
+                                    %(account_attempts)s, %(window)s);
+
+-- name: sign_in_succeeded
+-- A counted attempt signed in: its client's earlier failures leave the (name, address) count
+-- (they stay in the name's), and the attempt itself leaves both. Committed without waiting
+-- for the WAL flush, as the attempt was: lost to a crash, the counts only stay higher.
+WITH cleared AS (
+    UPDATE sign_in_failures SET client_cleared = true
+     WHERE account = %(account)s AND client = %(client)s AND NOT client_cleared
+       AND id <> %(counted)s
+), removed AS (
+    DELETE FROM sign_in_failures WHERE id = %(counted)s
+)
+SELECT set_config('synchronous_commit', 'off', true) AS commit_mode;
+
 -- ==== request events, pushed to live views (storage/request_events.py) ====
 
 -- name: listen_request_events

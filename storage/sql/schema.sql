@@ -76,6 +76,120 @@ CREATE FUNCTION public.approvals_audit_refuse_v1() RETURNS trigger
         END
         $$;
 
+CREATE FUNCTION public.approvals_audit_states_fact_v1() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_temp'
+    AS $$
+        DECLARE
+            -- The kinds bound to a fact (and in the index above).
+            bound constant text[] := ARRAY['request.decided', 'request.expired',
+                                           'request.voted', 'resume.queued', 'tool.started',
+                                           'tool.succeeded', 'tool.failed',
+                                           'tool.outcome_unknown', 'tool.reconciled',
+                                           'tool.refused'];
+            founded boolean;
+            ended constant text[] := ARRAY['tool.succeeded', 'tool.failed',
+                                           'tool.outcome_unknown'];
+        BEGIN
+            IF NEW.kind <> ALL (bound) THEN
+                RETURN NEW;
+            END IF;
+            -- Whether an event of these kinds was already written for this call: the second
+            -- statement of one fact is a forgery, however well it matches.
+            IF EXISTS (
+                SELECT 1 FROM audit_events e
+                 WHERE e.run_id = NEW.run_id AND e.call_id = NEW.call_id
+                   AND e.kind = ANY (bound)
+                   AND CASE
+                       WHEN NEW.kind IN ('request.decided', 'request.expired') THEN
+                           e.kind IN ('request.decided', 'request.expired')
+                           AND e.request_id = NEW.request_id
+                       WHEN NEW.kind = 'request.voted' THEN
+                           e.kind = 'request.voted' AND e.request_id = NEW.request_id
+                           AND e.data ->> 'person' = NEW.data ->> 'person'
+                       WHEN NEW.kind = 'resume.queued' THEN
+                           e.kind = 'resume.queued' AND e.data -> 'job' = NEW.data -> 'job'
+                       WHEN NEW.kind = ANY (ended) THEN e.kind = ANY (ended)
+                       WHEN NEW.kind IN ('tool.started', 'tool.reconciled') THEN
+                           e.kind = NEW.kind
+                       ELSE false
+                   END) THEN
+                RAISE EXCEPTION 'the decision log already states this %: a second % event for'
+                    ' run %, call % is refused', NEW.kind, NEW.kind, NEW.run_id, NEW.call_id
+                    USING ERRCODE = 'check_violation',
+                          HINT = 'the engine writes it once, with the fact it states';
+            END IF;
+
+            founded := CASE
+                WHEN NEW.kind IN ('request.decided', 'request.expired') THEN EXISTS (
+                    SELECT 1 FROM decisions d JOIN approval_requests a ON a.id = d.request_id
+                     WHERE d.request_id = NEW.request_id
+                       AND d.run_id = NEW.run_id AND d.call_id = NEW.call_id
+                       AND a.tool IS NOT DISTINCT FROM NEW.tool
+                       AND a.state_version IS NOT DISTINCT FROM NEW.state_version
+                       AND a.identity = NEW.data ->> 'identity'
+                       AND d.principal = NEW.principal
+                       AND d.kind = NEW.data ->> 'decision'
+                       AND d.reason IS NOT DISTINCT FROM NEW.data ->> 'reason'
+                       AND CASE NEW.kind
+                           WHEN 'request.decided' THEN
+                               a.status NOT IN ('pending', 'expired')
+                               AND d.args_identity IS NOT DISTINCT FROM
+                                   NEW.data ->> 'args_identity'
+                           ELSE a.status = 'expired' AND d.principal = 'system:expiry'
+                       END)
+                WHEN NEW.kind = 'request.voted' THEN EXISTS (
+                    SELECT 1 FROM approval_votes v JOIN approval_requests a
+                        ON a.id = v.request_id
+                     WHERE v.request_id = NEW.request_id
+                       AND v.principal = NEW.principal
+                       AND v.person = NEW.data ->> 'person'
+                       AND a.run_id = NEW.run_id AND a.call_id = NEW.call_id
+                       AND a.tool IS NOT DISTINCT FROM NEW.tool)
+                WHEN NEW.kind = 'resume.queued' THEN EXISTS (
+                    SELECT 1 FROM resume_queue q JOIN decisions d ON d.id = q.decision_id
+                     WHERE q.request_id = NEW.request_id
+                       AND q.id::text = NEW.data ->> 'job'
+                       AND q.run_id = NEW.run_id AND d.call_id = NEW.call_id
+                       AND d.principal = NEW.principal)
+                ELSE EXISTS (
+                    SELECT 1 FROM tool_executions t
+                     WHERE t.run_id = NEW.run_id AND t.call_id = NEW.call_id
+                       AND CASE
+                           WHEN NEW.kind = 'tool.started' THEN
+                               t.tool = NEW.tool
+                               AND t.args_identity = NEW.data ->> 'args_identity'
+                           WHEN NEW.kind = ANY (ended) THEN
+                               t.tool = NEW.tool
+                               AND t.status = substr(NEW.kind, length('tool.') + 1)
+                               AND left(t.error, 500) IS NOT DISTINCT FROM NEW.data ->> 'error'
+                           WHEN NEW.kind = 'tool.reconciled' THEN
+                               t.status IN ('succeeded', 'failed')
+                               AND t.status = NEW.data ->> 'status'
+                               AND t.error IS NOT DISTINCT FROM NEW.data ->> 'error'
+                               AND EXISTS (
+                                   SELECT 1 FROM audit_events u
+                                    WHERE u.run_id = NEW.run_id AND u.call_id = NEW.call_id
+                                      AND u.kind = 'tool.outcome_unknown')
+                           ELSE -- tool.refused: the call id was used by other arguments
+                               NEW.data ->> 'reason' = 'call_id_reused'
+                               AND t.args_identity = NEW.data ->> 'executed_identity'
+                               AND t.args_identity IS DISTINCT FROM
+                                   NEW.data ->> 'args_identity'
+                       END)
+            END;
+            IF NOT founded THEN
+                RAISE EXCEPTION 'the decision log refuses a % event that no stored fact backs'
+                    ' (run %, request %, call %, principal %)',
+                    NEW.kind, NEW.run_id, NEW.request_id, NEW.call_id, NEW.principal
+                    USING ERRCODE = 'check_violation',
+                          HINT = 'an event stating a decision, a vote or a tool execution'
+                                 ' is written by the statement that stores it';
+            END IF;
+            RETURN NEW;
+        END
+        $$;
+
 CREATE FUNCTION public.approvals_cancelled_is_final_v1() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -615,6 +729,54 @@ CREATE FUNCTION public.approvals_settle_step_v4(p_run_id uuid, p_records jsonb, 
         END
         $$;
 
+CREATE FUNCTION public.approvals_sign_in_attempt_v1(p_account text, p_client text, p_attempts integer, p_account_attempts integer, p_window_seconds double precision) RETURNS TABLE(wait double precision, counted bigint)
+    LANGUAGE plpgsql
+    AS $$
+        DECLARE
+            span constant interval := make_interval(secs => p_window_seconds);
+            moment timestamptz;
+            nth timestamptz;
+        BEGIN
+            -- One name's attempts one at a time, across every process; the queries below take
+            -- their snapshots after the lock, so they see the attempt counted before.
+            PERFORM pg_advisory_xact_lock(7278, hashtext(p_account));
+            -- Not waiting for the WAL flush: a count lost to a database crash is at most the
+            -- last few hundred milliseconds' (a process's own counts all go when it restarts),
+            -- and the flush was most of an attempt's time (bench/sign_in_throttle.py).
+            PERFORM set_config('synchronous_commit', 'off', true);
+            moment := clock_timestamp();
+            wait := 0;
+            -- The limit-th newest failure still in the window: the wait ends when it leaves.
+            SELECT f.at INTO nth FROM sign_in_failures f
+             WHERE f.account = p_account AND f.client = p_client AND NOT f.client_cleared
+               AND f.at > moment - span
+             ORDER BY f.at DESC OFFSET p_attempts - 1 LIMIT 1;
+            IF FOUND THEN
+                wait := extract(epoch FROM nth + span - moment);
+            END IF;
+            SELECT f.at INTO nth FROM sign_in_failures f
+             WHERE f.account = p_account AND f.at > moment - span
+             ORDER BY f.at DESC OFFSET p_account_attempts - 1 LIMIT 1;
+            IF FOUND THEN
+                wait := GREATEST(wait, extract(epoch FROM nth + span - moment));
+            END IF;
+            IF wait > 0 THEN
+                counted := NULL;
+            ELSE
+                wait := 0;
+                INSERT INTO sign_in_failures (account, client, at)
+                VALUES (p_account, p_client, moment)
+                RETURNING id INTO counted;
+            END IF;
+            -- A few ended rows go with each attempt: a spray of names leaves no heap behind.
+            DELETE FROM sign_in_failures
+             WHERE id IN (SELECT id FROM sign_in_failures
+                           WHERE at <= moment - span
+                           ORDER BY at LIMIT 8 FOR UPDATE SKIP LOCKED);
+            RETURN NEXT;
+        END
+        $$;
+
 CREATE FUNCTION public.approvals_thread_lock_key_v1(thread_id text) RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
@@ -888,6 +1050,23 @@ CREATE TABLE public.runs (
     CONSTRAINT runs_status_check CHECK ((status = ANY (ARRAY['running'::text, 'waiting'::text, 'completed'::text, 'blocked'::text, 'failed'::text, 'cancelled'::text])))
 );
 
+CREATE TABLE public.sign_in_failures (
+    id bigint NOT NULL,
+    account text NOT NULL,
+    client text NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    client_cleared boolean DEFAULT false NOT NULL
+);
+
+CREATE SEQUENCE public.sign_in_failures_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.sign_in_failures_id_seq OWNED BY public.sign_in_failures.id;
+
 CREATE TABLE public.tool_executions (
     id bigint NOT NULL,
     run_id uuid NOT NULL,
@@ -947,6 +1126,8 @@ ALTER TABLE ONLY public.resume_queue ALTER COLUMN id SET DEFAULT nextval('public
 ALTER TABLE ONLY public.run_events ALTER COLUMN id SET DEFAULT nextval('public.run_events_id_seq'::regclass);
 
 ALTER TABLE ONLY public.run_notification_deliveries ALTER COLUMN id SET DEFAULT nextval('public.run_notification_deliveries_id_seq'::regclass);
+
+ALTER TABLE ONLY public.sign_in_failures ALTER COLUMN id SET DEFAULT nextval('public.sign_in_failures_id_seq'::regclass);
 
 ALTER TABLE ONLY public.tool_executions ALTER COLUMN id SET DEFAULT nextval('public.tool_executions_id_seq'::regclass);
 
@@ -1016,6 +1197,9 @@ ALTER TABLE ONLY public.run_notification_deliveries
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.sign_in_failures
+    ADD CONSTRAINT sign_in_failures_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.tool_executions
     ADD CONSTRAINT tool_executions_idempotency_key_key UNIQUE (idempotency_key);
 
@@ -1049,6 +1233,8 @@ CREATE INDEX approval_requests_status_idx ON public.approval_requests USING btre
 
 CREATE INDEX audit_events_at_idx ON public.audit_events USING btree (at);
 
+CREATE INDEX audit_events_facts_v1 ON public.audit_events USING btree (run_id, call_id, kind) WHERE (kind = ANY (ARRAY['request.decided'::text, 'request.expired'::text, 'request.voted'::text, 'resume.queued'::text, 'tool.started'::text, 'tool.succeeded'::text, 'tool.failed'::text, 'tool.outcome_unknown'::text, 'tool.reconciled'::text, 'tool.refused'::text]));
+
 CREATE INDEX audit_events_run_idx ON public.audit_events USING btree (run_id, id);
 
 CREATE INDEX decisions_run_idx ON public.decisions USING btree (run_id);
@@ -1075,6 +1261,10 @@ CREATE INDEX runs_newest ON public.runs USING btree (created_at, id);
 
 CREATE INDEX runs_thread_idx ON public.runs USING btree (thread_id);
 
+CREATE INDEX sign_in_failures_account ON public.sign_in_failures USING btree (account, at);
+
+CREATE INDEX sign_in_failures_at ON public.sign_in_failures USING btree (at);
+
 CREATE INDEX web_sessions_account ON public.web_sessions USING btree (account) WHERE (account IS NOT NULL);
 
 CREATE INDEX web_sessions_expires ON public.web_sessions USING btree (expires_at);
@@ -1092,6 +1282,8 @@ CREATE TRIGGER audit_chain_head_guard_v1 BEFORE INSERT OR DELETE OR UPDATE OR TR
 CREATE TRIGGER audit_events_append_only_v1 BEFORE DELETE OR UPDATE OR TRUNCATE ON public.audit_events FOR EACH STATEMENT EXECUTE FUNCTION public.approvals_audit_refuse_v1();
 
 CREATE TRIGGER audit_events_chain_v1 BEFORE INSERT ON public.audit_events FOR EACH ROW EXECUTE FUNCTION public.approvals_audit_chain_v1();
+
+CREATE TRIGGER audit_events_states_fact_v1 BEFORE INSERT ON public.audit_events FOR EACH ROW EXECUTE FUNCTION public.approvals_audit_states_fact_v1();
 
 CREATE TRIGGER resume_queue_resuming_event_v1 AFTER INSERT ON public.resume_queue FOR EACH ROW EXECUTE FUNCTION public.approvals_run_resuming_event_v1();
 

@@ -7,6 +7,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,14 @@ def web_settings(database_url: str, tmp_path: Path) -> Settings:
 @pytest.fixture
 def server(web_settings: Settings) -> Iterator[Server]:
     """The app with a worker, served by uvicorn on 127.0.0.1 (a port of its own)."""
+    with serving(web_settings) as running:
+        yield running
+
+
+@contextmanager
+def serving(web_settings: Settings) -> Iterator[Server]:
+    """An app with a worker, served by uvicorn on 127.0.0.1 (a port of its own), for the
+    block: one web process (a test may run several on one database)."""
     # The listening socket approvals serve makes (bind), so the tests see its TCP behaviour.
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
@@ -60,10 +69,12 @@ def server(web_settings: Settings) -> Iterator[Server]:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the web server did not start")
         time.sleep(0.02)
-    yield Server(url=url, settings=settings)
-    uv.should_exit = True
-    thread.join(timeout=15)
-    sock.close()
+    try:
+        yield Server(url=url, settings=settings)
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
 
 
 async def add_user(engine: Engine, name: str, *groups: str) -> None:
