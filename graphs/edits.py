@@ -5,10 +5,11 @@ another), so the approver who edited them is not enough on their own:
 
 - a policy that denies the edited arguments refuses the edit (at decision time: 422 naming the
   rule, and the request stays pending; at execution time: the model is told, the tool never runs);
-- a policy that escalates them to the approvers who already decided (the same groups, no larger
-  quorum) is satisfied by that decision;
-- a policy that escalates them to other or more approvers makes the edit a new request for those
-  approvers, which the editor may not decide (``proposed_by``);
+- a policy that escalates them to a rule that would have offered the approvers who decided the
+  same decision (approve, and edit: ``approvals.edit_coverage``) is satisfied by that decision;
+- a policy that escalates them anywhere else (other or more approvers, a rule that never
+  approves, forbids edits or withholds other arguments) makes the edit a new request under that
+  rule, with its own offer and approvers, which the editor may not decide (``proposed_by``);
 - a transform that would rewrite the edited arguments refuses them: nobody saw the result.
 
 The same check runs twice: when the decision is made (``recheck_edit``, so the approver learns
@@ -32,6 +33,7 @@ from agent_hooks import (
     Verdict,
 )
 
+from approvals.edit_coverage import EditCoverage, edit_coverage
 from approvals.model import DecisionRecord, PendingCall
 from graphs.governance import ApprovalSlot, Governance, Session
 from graphs.tools import GovernedTool
@@ -40,26 +42,10 @@ from graphs.tools import GovernedTool
 COVERED_BY_DECISION = "covered_by_decision"
 
 
-def covers(decided: PendingCall, approval: Mapping[str, Any]) -> bool:
-    """Whether the decision on ``decided`` already satisfies an escalation asking for
-    ``approval`` (the escalating verdict's approval block): every group that could decide
-    ``decided`` may decide the new escalation, and it asks for no more approvers."""
-    quorum = approval.get("quorum")
-    wanted_quorum = quorum if isinstance(quorum, int) and not isinstance(quorum, bool) else 1
-    if wanted_quorum > decided.quorum:
-        return False
-    approvers = approval.get("approvers")
-    wanted = (
-        frozenset(approvers)
-        if isinstance(approvers, list) and all(isinstance(a, str) for a in approvers)
-        else frozenset()
-    )
-    had = frozenset(decided.approvers)
-    if not had or not wanted:
-        # An empty set means "the default approver group", whose name the host does not
-        # know here: only the same (empty) set is the same people.
-        return had == wanted
-    return had <= wanted
+def covers(decided: PendingCall, request: ApprovalRequest) -> EditCoverage:
+    """Whether the decision on ``decided`` already satisfies the escalation ``request`` asks
+    for the edited arguments (``approvals.edit_coverage``: the one rule for both checks)."""
+    return edit_coverage(decided, request.verdict.approval or {}, request.context.get("target"))
 
 
 def _covered(echo: str | None) -> ApprovalResolution:
@@ -101,7 +87,7 @@ class EditRecheckSlot:
         return found
 
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
-        if covers(self._decided, request.verdict.approval or {}):
+        if covers(self._decided, request).covered:
             self.covered = True
             return _covered(request.context_identity)
         return await self._inner.resolve(request)
@@ -113,9 +99,10 @@ class EditRecheckSlot:
 class EditOutcome(enum.StrEnum):
     """What the policy says of edited arguments at decision time."""
 
-    #: Allowed, or escalated only to the approvers who are deciding now.
+    #: Allowed, or escalated to a rule the decision covers (``approvals.edit_coverage``).
     ALLOWED = "allowed"
-    #: Escalated to other or more approvers: the edit becomes a new request for them.
+    #: Escalated to a rule the decision does not cover: the edit becomes a new request under
+    #: it, with its offer and approvers.
     NEEDS_APPROVAL = "needs_approval"
     DENIED = "denied"
     #: A transform would rewrite the edited arguments: nobody would have seen what runs.
@@ -143,13 +130,17 @@ class _Probe:
         self._decided = decided
         self.covered = False
         self.wanted: Mapping[str, Any] | None = None
+        #: Why the decision does not cover the escalation in ``wanted``.
+        self.why = ""
 
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
         approval = request.verdict.approval or {}
-        if covers(self._decided, approval):
+        coverage = covers(self._decided, request)
+        if coverage.covered:
             self.covered = True
             return _covered(request.context_identity)
         self.wanted = approval
+        self.why = coverage.reason
         return ApprovalResolution(
             outcome=ApprovalOutcome.UNRESOLVED, context_identity=request.context_identity
         )
@@ -190,7 +181,7 @@ async def recheck_edit(
             return EditCheck(
                 outcome=EditOutcome.NEEDS_APPROVAL,
                 rule=str(probe.wanted.get("rule") or verdict.reason or "") or None,
-                message=verdict.message,
+                message=probe.why or verdict.message,
                 approvers=tuple(approvers) if isinstance(approvers, list) else (),
             )
         return EditCheck(
