@@ -81,6 +81,10 @@ class EngineEdits(EngineWiring):
         )
         if check.outcome in (EditOutcome.DENIED, EditOutcome.REWRITTEN):
             raise EditRefused(request.id, check.rule, check.message or check.outcome.value)
+        # NEEDS_APPROVAL (the edit lands in a rule that would not have offered this approver
+        # approve and edit: approvals.edit_coverage) is taken as a proposal: when the call is
+        # about to run it becomes a request under that rule, with its own offer and approvers,
+        # which the editor may not decide. It never runs on this decision.
         # A redacted request's decision keeps the markers: the withheld values are put back
         # only when the call runs, and never stored with the decision.
         return args if withheld else parsed
