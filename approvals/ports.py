@@ -76,6 +76,10 @@ class ApprovalRequests(Protocol):
 
     async def get(self, request_id: str) -> PendingCall | None: ...
 
+    async def for_run(self, run_id: str) -> list[PendingCall]:
+        """A run's requests, oldest first."""
+        ...
+
     async def record_tampered(self, request: PendingCall, *, principal: str | None) -> None:
         """Record (once per request) that its shown copy no longer matches its digest, as
         found when ``principal`` looked at it or tried to decide it."""

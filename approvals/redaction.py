@@ -143,6 +143,18 @@ def redact(args: dict[str, Any], paths: Iterable[str]) -> tuple[dict[str, Any], 
     return shown, done
 
 
+def withheld(args: dict[str, Any], paths: Iterable[str]) -> list[Any]:
+    """The values :func:`redact` hides in ``args`` for these paths (what the markers stand
+    for), in order; a path that is not dotted keys, or that ``args`` lacks, gives none."""
+    values = []
+    for path in paths:
+        segments = _segments(path)
+        reached = _reach(args, segments) if segments is not None else None
+        if reached:
+            values.append(_get(args, reached))
+    return values
+
+
 def redact_shown(shown: dict[str, Any], spec: Any) -> dict[str, Any]:
     """``shown`` (a request's shown copy) as the approver may see it under an escalation's
     ``redact`` list (the approval block's ``redact``): the arguments it names replaced by

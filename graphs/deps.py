@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
@@ -15,6 +15,7 @@ from approvals.ports import ApprovalRequests, NewRequest, ToolLedger
 from graphs.governance import ApprovalSlot
 from graphs.resolver import StoredDecisionResolver
 from graphs.tools import ToolCatalog
+from graphs.withheld import earlier_withheld
 
 T = TypeVar("T")
 
@@ -53,4 +54,9 @@ class GraphDeps:
     def slot(self, new: NewRequest) -> ApprovalSlot:
         if self.slots is not None:
             return self.slots(new)
-        return StoredDecisionResolver(self.requests, new)
+        return StoredDecisionResolver(self.requests, new, self.earlier_withheld)
+
+    async def earlier_withheld(self, new: NewRequest) -> list[Any]:
+        """The values ``new``'s run withheld from approvers in its earlier requests, which
+        ``new`` must mask too (``graphs.withheld``)."""
+        return await earlier_withheld(self.requests, self.checkpointer, new.run_id, new.thread_id)

@@ -9,7 +9,7 @@ AGENT-HOOKS-0.1 §9 requires. No decision yet: unresolved, and the call pauses.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
@@ -27,6 +27,7 @@ from agent_hooks import (
 from langgraph.types import interrupt
 
 from approvals.identity import call_identity
+from approvals.masking import Withheld, mask_shown
 from approvals.model import (
     DECIDED_STATUSES,
     DECISION_TYPES,
@@ -39,7 +40,11 @@ from approvals.model import (
     RequestStatus,
 )
 from approvals.ports import ApprovalRequests, NewRequest
-from approvals.redaction import redact_shown, redacted_paths, restore
+from approvals.redaction import redact_shown, redacted_paths, restore, withheld
+
+#: The values a run withheld from approvers in its requests before this one (read from the
+#: run's state: ``graphs.withheld.earlier_withheld``).
+EarlierWithheld = Callable[[NewRequest], Awaitable[list[Any]]]
 
 
 def pause(request: PendingCall) -> NoReturn:
@@ -98,9 +103,17 @@ def decided_beforehand(decided: tuple[PendingCall, DecisionRecord] | None) -> It
 class StoredDecisionResolver:
     """Answers the emitter's approval seam from the decision stored for one call."""
 
-    def __init__(self, requests: ApprovalRequests, new: NewRequest) -> None:
+    def __init__(
+        self,
+        requests: ApprovalRequests,
+        new: NewRequest,
+        earlier: EarlierWithheld | None = None,
+    ) -> None:
+        """``earlier``: the values the run withheld from approvers in its earlier requests
+        (``graphs.withheld``), masked in this one too; none when not given."""
         self._requests = requests
         self._new = new
+        self._earlier = earlier
         self.escalation: Verdict | None = None
         self.request: PendingCall | None = None
         self.decision: DecisionRecord | None = None
@@ -152,6 +165,12 @@ class StoredDecisionResolver:
             # (nothing superseded, nothing created) and its decision, already read.
             self.request, self.decision = known
         else:
+            # Free text (a tool's result, the model quoting it, another call's arguments) may
+            # repeat a value withheld from approvers: masked before anyone is shown it.
+            values = withheld(full_args, redacted_paths(new.shown))
+            if self._earlier is not None:
+                values += await self._earlier(new)
+            new = dataclasses.replace(new, shown=mask_shown(new.shown, Withheld(values)))
             self.request, self.decision = await self._requests.open(new)
         status = self.request.status
         if status is RequestStatus.EXPIRED:

@@ -93,6 +93,10 @@ class MemoryApprovalRequests:
     async def get(self, request_id: str) -> PendingCall | None:
         return self._store.requests.get(request_id)
 
+    async def for_run(self, run_id: str) -> list[PendingCall]:
+        found = [r for r in self._store.requests.values() if r.run_id == run_id]
+        return sorted(found, key=lambda r: (r.created_at, r.id))
+
     async def record_tampered(self, request: PendingCall, *, principal: str | None) -> None:
         if request.id in self._store.requests:
             self._store.tampered.setdefault(request.id, (principal, request.current_shown_digest()))
