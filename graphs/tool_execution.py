@@ -15,14 +15,17 @@ from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphBubbleUp
 
 from approvals.identity import call_identity
+from approvals.masking import Withheld, mask_shown
 from approvals.model import DecisionKind, ExecutionStatus, RequestStatus
 from approvals.ports import NewRequest
+from approvals.redaction import SHOWN_KEY, redact, withheld
 from graphs.conditions import first_failure
 from graphs.deps import GraphDeps
 from graphs.faults import pause_at
 from graphs.resolver import pause
 from graphs.storable import storable, storable_text
 from graphs.tools import GovernedTool, ToolCall
+from graphs.withheld import earlier_withheld, redacted_calls
 
 
 def control_error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage:
@@ -57,15 +60,7 @@ class LedgerExecution:
             thread_id=thread_id,
             call_id=call_id,
             tool=kind,
-            shown={
-                "tool": tool.name,
-                "description": (
-                    f"{tool.name} started but its outcome was never recorded: the process "
-                    "running it stopped. It will not be run again. Did it take effect? "
-                    "Approve: it did. Reject: it did not."
-                ),
-                "args": args_json,
-            },
+            shown=await self._reconcile_shown(tool, args_json, call, thread_id),
             args_schema={},
             identity=call_identity(run_id=run_id, call_id=call_id, tool=kind, args=args_json),
             reason="outcome unknown: say whether the call took effect",
@@ -108,6 +103,31 @@ class LedgerExecution:
         return ToolMessage(
             content=json.dumps(row.result, sort_keys=True), tool_call_id=call_id, name=tool.name
         )
+
+    async def _reconcile_shown(
+        self, tool: GovernedTool, args_json: dict[str, Any], call: ToolCall, thread_id: str
+    ) -> dict[str, Any]:
+        """What the operator reconciling the call is shown: the call's arguments redacted as
+        its own requests redacted them (markers, never the values), and the run's withheld
+        values masked everywhere else in it."""
+        redacted = await redacted_calls(self._deps.requests, call.run_id)
+        args, done = redact(args_json, redacted.get(call.call_id, []))
+        shown: dict[str, Any] = {
+            "tool": tool.name,
+            "description": (
+                f"{tool.name} started but its outcome was never recorded: the process "
+                "running it stopped. It will not be run again. Did it take effect? "
+                "Approve: it did. Reject: it did not."
+            ),
+            "args": args,
+            **({SHOWN_KEY: done} if done else {}),
+        }
+        values = withheld(args_json, done)
+        if redacted.keys() - {call.call_id}:
+            values += await earlier_withheld(
+                self._deps.requests, self._deps.checkpointer, call.run_id, thread_id
+            )
+        return mask_shown(shown, Withheld(values))
 
     async def execute_once(
         self,
