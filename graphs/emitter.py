@@ -85,6 +85,14 @@ EMITTER_KINDS: Final = ("fast", "sdk")
 #: The attribute an interceptor sets to say it never mutates (nor keeps) the context it reads.
 READ_ONLY_ATTRIBUTE: Final = "context_read_only"
 
+#: The profiles whose interceptors run one after another on the one context, each while the
+#: ones before it allowed, and what the SDK's dispatch records as ``fold_truncated`` when every
+#: one of them allowed (``run_all`` is the engine's default, ``graphs.governance.DENY_WINS``).
+_IN_ORDER: Final = {
+    CompositionProfile.SEQUENTIAL_FIRST_DENY: False,
+    CompositionProfile.SEQUENTIAL_RUN_ALL: None,
+}
+
 #: The provider name the record is finalized under when the enforced identity is supplied
 #: (the core hashes the context only for ``jcs-sha256``); the record gets the declared name back.
 _SUPPLIED: Final = "approvals-supplied"
@@ -137,8 +145,11 @@ class HostEmitter(InterceptionEmitter):
         self._active_of: tuple[int, int] = (0, -1)
         #: ``to_wire()`` of the (frozen) composition, for the composition it was read from.
         self._composition_wire: tuple[CompositionConfig | None, dict[str, Any]] = (None, {})
-        #: ``_allowed``'s outcomes: (verdicts, combined, summaries) by names and verdict ids.
-        self._allows: dict[tuple[Any, ...], tuple[tuple[Verdict, ...], Verdict, Any]] = {}
+        #: ``_allowed``'s outcomes: (verdicts, combined, summaries, decided by) by profile,
+        #: names and verdict ids.
+        self._allows: dict[
+            tuple[Any, ...], tuple[tuple[Verdict, ...], Verdict, Any, int | None]
+        ] = {}
         #: ``_summaries_wire``'s lists: (summaries, wire) by the summaries' id.
         self._wires_of: dict[int, tuple[tuple[VerdictSummary, ...], list[dict[str, Any]]]] = {}
 
@@ -201,14 +212,14 @@ class HostEmitter(InterceptionEmitter):
         return super()._fold_transform(ctx, v)
 
     async def _dispatch(self, ctx: AgentContext) -> _Outcome:
-        """The SDK's profile dispatch; under ``sequential/first_deny`` the interceptors run here
-        while each allows, and an emission every interceptor allowed ends as the SDK's loop ends
-        it. At the first verdict that is not an allow, the SDK's dispatch takes over, handed the
-        verdicts already had (``Wire.replay``) in place of invoking those interceptors again,
-        so everything it decides is its own code's."""
+        """The SDK's profile dispatch; under ``sequential/first_deny`` and ``sequential/run_all``
+        the interceptors run here while each allows, and an emission every interceptor allowed
+        ends as the SDK's dispatch ends it. At the first verdict that is not an allow, the SDK's
+        dispatch takes over, handed the verdicts already had (``Wire.replay``) in place of
+        invoking those interceptors again, so everything it decides is its own code's."""
         wire = self._wires.get(id(ctx))
-        first_deny = self._composition.profile is CompositionProfile.SEQUENTIAL_FIRST_DENY
-        if wire is None or not first_deny:
+        profile = self._composition.profile
+        if wire is None or profile not in _IN_ORDER:
             return await super()._dispatch(ctx)
         active = self._active(ctx)
         if not active:
@@ -221,27 +232,42 @@ class HostEmitter(InterceptionEmitter):
             if verdict.decision is not Decision.ALLOW or _is_host_synthesized(verdict):
                 wire.replay = had
                 return await super()._dispatch(ctx)
-        return self._allowed(had, active)
+        return await self._allowed(ctx, had, active, profile)
 
-    def _allowed(self, had: list[Verdict], active: list[_Bound]) -> _Outcome:
-        """``sequential/first_deny``'s outcome when every interceptor allowed: an allow with the
-        §7.3 unions, decided by none, nothing truncated, nothing resolved.
+    async def _allowed(
+        self,
+        ctx: AgentContext,
+        had: list[Verdict],
+        active: list[_Bound],
+        profile: CompositionProfile,
+    ) -> _Outcome:
+        """A sequential profile's outcome when every interceptor allowed: an allow, nothing
+        resolved. Under ``sequential/first_deny`` the SDK's loop makes it (an allow with the
+        §7.3 unions, decided by none, nothing truncated); under ``sequential/run_all`` its
+        aggregation does (in the core, which keeps the first allow's reason), called here.
 
         Interceptors answer with few distinct verdicts, and the gate hands out one shared
         (frozen) verdict per immutable answer (``_checked``), so the outcome's combined verdict
-        and summaries (frozen too) are kept for the verdicts and names they were made from."""
+        and summaries (frozen too) are kept for the profile, verdicts and names they were made
+        from."""
         names = tuple(b.name for b in active)
-        key = (names, *map(id, had))
+        key = (profile, names, *map(id, had))
         known = self._allows.get(key)
         if known is not None and all(a is b for a, b in zip(known[0], had, strict=True)):
-            return _Outcome(known[1], None, known[2], False, None)
-        combined = _with_unions(Verdict(decision=Decision.ALLOW), had)
-        summaries = _summaries(had, list(names))
+            return _Outcome(known[1], known[3], known[2], _IN_ORDER[profile], None)
+        if profile is CompositionProfile.SEQUENTIAL_FIRST_DENY:
+            combined = _with_unions(Verdict(decision=Decision.ALLOW), had)
+            summaries, decided_by = _summaries(had, list(names)), None
+        else:
+            # Nothing to consult nor to apply when every verdict allows: a function of them.
+            aggregated = await self._aggregate_and_consult(ctx, had, active)
+            combined, summaries = aggregated.combined, aggregated.verdicts
+            decided_by = aggregated.decided_by
         if len(self._allows) >= VERDICT_MEMO:
             self._allows.clear()
         # The verdicts are kept alive with the entry, so their ids in the key stay theirs.
-        self._allows[key] = (tuple(had), combined, summaries)
-        return _Outcome(combined, None, summaries, False, None)
+        self._allows[key] = (tuple(had), combined, summaries, decided_by)
+        return _Outcome(combined, decided_by, summaries, _IN_ORDER[profile], None)
 
     async def _invoke(self, bound: _Bound, ctx: AgentContext) -> Verdict:
         wire = self._wires.get(id(ctx))

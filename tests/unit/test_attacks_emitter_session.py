@@ -99,6 +99,8 @@ RESOLVERS: dict[str, tuple[Resolution, ...] | None] = {
 COMPOSITIONS = {
     "first_deny stop": CompositionConfig.default(),
     "first_deny resume": CompositionConfig.first_deny(OnApproval.RESUME),
+    # The engine's default (graphs.governance.DENY_WINS), which takes the fast path too.
+    "run_all": CompositionConfig.run_all(),
 }
 
 
