@@ -79,4 +79,12 @@ class ApproverRules:
         its error and its tools' errors, any of which may quote an argument a policy redacts
         from approvers. The run's starter and operators; an approver sees the run only
         through its requests."""
-        return run.started_by == principal.id or self.is_operator(principal)
+        return self.started(principal, run) or self.is_operator(principal)
+
+    def started(self, principal: Principal, run: Run) -> bool:
+        """Whether ``principal`` started ``run``, through this or another of its person's
+        principals (a token and its owner's web account are one starter), as separation of
+        duties counts it."""
+        return run.started_by == principal.id or (
+            principal.person is not None and run.started_by_person == principal.person
+        )

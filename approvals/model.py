@@ -379,6 +379,10 @@ class Run:
     #: The run's input as admitted (what a resume passes to the graph again: its context and
     #: configurable values, which LangGraph does not checkpoint).
     input: dict[str, Any] = field(default_factory=dict)
+    #: The person who started it (``approvals_person_of_v1(started_by)``: a token's owner, the
+    #: principal itself otherwise; ``None`` for a service token, or where not read), so that a
+    #: person's token and web account are the same starter. ``None`` matches no one.
+    started_by_person: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -394,6 +398,7 @@ class Run:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             input=given if isinstance(given, dict) else {},
+            started_by_person=row.get("started_by_person"),
         )
 
 

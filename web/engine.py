@@ -125,7 +125,7 @@ class Engine(EngineReads, EngineEdits):
             last = await self.runs.latest_on_thread(thread_id)
             if (
                 last is not None
-                and last.started_by != principal.id
+                and not self.rules.started(principal, last)
                 and not self.rules.is_operator(principal)
             ):
                 log.warning(
@@ -262,7 +262,7 @@ class Engine(EngineReads, EngineEdits):
             run_id,
             by,
             "cancel",
-            may=lambda run, who: run.started_by == who.id or self.rules.is_operator(who),
+            may=lambda run, who: self.rules.started(who, run) or self.rules.is_operator(who),
             why="only the run's starter or an operator may cancel it",
         )
         async with self._lock_holders:

@@ -24,7 +24,7 @@ from approvals.model import (
 from approvals.ports import NewRun, Settlement
 
 
-def _run(stored: StoredRun) -> Run:
+def _run(stored: StoredRun, person: str | None) -> Run:
     return Run(
         id=stored.id,
         thread_id=stored.thread_id,
@@ -36,6 +36,7 @@ def _run(stored: StoredRun) -> Run:
         created_at=stored.created_at,
         updated_at=stored.updated_at,
         input=stored.input if isinstance(stored.input, dict) else {},
+        started_by_person=person,
     )
 
 
@@ -80,13 +81,14 @@ class MemoryRuns:
 
     async def get(self, run_id: str) -> Run | None:
         stored = self._store.runs.get(run_id)
-        return _run(stored) if stored else None
+        return _run(stored, self._store.person_of(stored.started_by)) if stored else None
 
     async def latest_on_thread(self, thread_id: str) -> Run | None:
         on_thread = [r for r in self._store.runs.values() if r.thread_id == thread_id]
         if not on_thread:
             return None
-        return _run(max(on_thread, key=lambda r: (r.created_at, r.id)))
+        latest = max(on_thread, key=lambda r: (r.created_at, r.id))
+        return _run(latest, self._store.person_of(latest.started_by))
 
 
 class MemoryToolLedger:

@@ -38,12 +38,14 @@ SELECT run.*, pg_advisory_lock(approvals_thread_lock_key_v1(run.thread_id))::tex
   FROM run;
 
 -- name: get_run
--- One run by id.
-SELECT * FROM runs WHERE id = %(id)s;
+-- One run by id, with the person who started it (approvals_person_of_v1: a token's owner).
+SELECT r.*, approvals_person_of_v1(r.started_by) AS started_by_person
+  FROM runs r WHERE r.id = %(id)s;
 
 -- name: latest_run_on_thread
--- The newest run on a thread (the one new input continues).
-SELECT * FROM runs WHERE thread_id = %(thread_id)s ORDER BY created_at DESC, id DESC LIMIT 1;
+-- The newest run on a thread (the one new input continues), with the person who started it.
+SELECT r.*, approvals_person_of_v1(r.started_by) AS started_by_person
+  FROM runs r WHERE r.thread_id = %(thread_id)s ORDER BY r.created_at DESC, r.id DESC LIMIT 1;
 
 -- name: runs_page
 -- One page of the runs a viewer may see, newest first, after a keyset position (created_at,
@@ -52,14 +54,17 @@ SELECT * FROM runs WHERE thread_id = %(thread_id)s ORDER BY created_at DESC, id 
 -- optionally of one status and/or graph. Walks runs_newest (migration 0021), probing each
 -- run's requests by the (run_id, call_id, identity) key: a LATERAL with LIMIT 1, so that the
 -- probe stops at the first visible request and is never planned as a scan of every request.
-SELECT r.* FROM runs r
+-- "Started" counts the person, as separation of duties does: a run started with a person's
+-- token is theirs in the web app too, and the other way round (approvals_person_of_v1).
+SELECT r.*, approvals_person_of_v1(r.started_by) AS started_by_person FROM runs r
   LEFT JOIN LATERAL (
         SELECT true AS visible FROM approval_requests a
          WHERE NOT %(operator)s AND a.run_id = r.id
            AND (a.approvers && %(groups)s::text[]
                 OR (%(default_member)s AND a.approvers = '{}'))
          LIMIT 1) v ON true
- WHERE (%(operator)s OR r.started_by = %(principal)s OR v.visible)
+ WHERE (%(operator)s OR r.started_by = %(principal)s
+        OR approvals_person_of_v1(r.started_by) = %(person)s OR v.visible)
    AND (%(status)s::text IS NULL OR r.status = %(status)s)
    AND (%(graph)s::text IS NULL OR r.graph = %(graph)s)
    AND (%(after_key)s::timestamptz IS NULL

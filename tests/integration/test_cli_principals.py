@@ -21,21 +21,22 @@ PASSWORD = "correct horse battery staple"
 REFUND = '{"message": "refund 1001"}'
 
 
-async def _start(cli_env: dict[str, str], who: str) -> dict[str, object]:
+async def _start(cli_env: dict[str, str], who: str) -> tuple[str, str]:
+    """Start a refund run ``--as who``: its id and its one pending request's."""
     started = await invoke(cli_env, "runs", "start", "refund", "--input", REFUND, "--as", who)
     assert started.code == 0, started.stderr
-    run: dict[str, object] = started.json()
+    run = started.json()
     assert run["status"] == "waiting", run
-    return run
+    [request_id] = run["pending"]
+    return str(run["run_id"]), str(request_id)
 
 
 async def test_a_run_started_as_bob_is_not_approved_by_bobs_account_or_token(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     secret = await person_token(engine, "bob", "support")
-    run = await _start(cli_env, "bob")
-    [request_id] = run["pending"]  # type: ignore[misc]
-    started_by = await scalar(engine, "SELECT started_by FROM runs WHERE id = %s", run["run_id"])
+    run_id, request_id = await _start(cli_env, "bob")
+    started_by = await scalar(engine, "SELECT started_by FROM runs WHERE id = %s", run_id)
     assert started_by == "local:bob"
 
     web_bob = Principal.local("bob", frozenset({"support"}))
@@ -57,11 +58,8 @@ async def test_local_name_spelled_out_is_the_same_account(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     await engine.accounts.add_user("bob", PASSWORD, ["support"])
-    run = await _start(cli_env, "local:bob")
-    assert (
-        await scalar(engine, "SELECT started_by FROM runs WHERE id = %s", run["run_id"])
-        == "local:bob"
-    )
+    run_id, _ = await _start(cli_env, "local:bob")
+    assert await scalar(engine, "SELECT started_by FROM runs WHERE id = %s", run_id) == "local:bob"
 
 
 @pytest.mark.parametrize("who", ["nobody", "local:nobody", "token:ci", "oidc:no-subject", "a b:c"])
@@ -86,12 +84,9 @@ async def test_a_disabled_account_is_refused(engine: Engine, cli_env: dict[str, 
 async def test_a_non_person_principal_starts_a_run_but_never_decides(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
-    run = await _start(cli_env, "cli:deploy-bot")
-    [request_id] = run["pending"]  # type: ignore[misc]
-    assert (
-        await scalar(engine, "SELECT started_by FROM runs WHERE id = %s", run["run_id"])
-        == "cli:deploy-bot"
-    )
+    run_id, request_id = await _start(cli_env, "cli:deploy-bot")
+    started_by = await scalar(engine, "SELECT started_by FROM runs WHERE id = %s", run_id)
+    assert started_by == "cli:deploy-bot"
     decided = await invoke(cli_env, "decide", request_id, "approve", "--as", "cli:deploy-bot")
     assert decided.code == 2, (decided.stdout, decided.stderr)
     assert "only a person decides" in decided.stderr
@@ -103,8 +98,7 @@ async def test_the_console_decides_in_the_accounts_name(
     engine: Engine, cli_env: dict[str, str]
 ) -> None:
     await engine.accounts.add_user("bob", PASSWORD, ["support"])
-    run = await _start(cli_env, "cli:deploy-bot")
-    [request_id] = run["pending"]  # type: ignore[misc]
+    _, request_id = await _start(cli_env, "cli:deploy-bot")
     unknown = await invoke(cli_env, "decide", request_id, "approve", "--as", "nobody")
     assert unknown.code == 2, unknown.stderr
     assert "names no account" in unknown.stderr
