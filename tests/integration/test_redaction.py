@@ -53,8 +53,10 @@ async def start(engine: Engine) -> Any:
 
 
 def leaks(text: str) -> bool:
-    # The code standing alone: "737" also turns up inside hashes and ids.
-    return CARD in text or re.search(rf"(?<![0-9A-Za-z]){CVV}(?![0-9A-Za-z])", text) is not None
+    # The code standing alone: "737" also turns up inside hashes and ids, and as the fraction
+    # of a time or a number ("12:05:09.737+00:00"), which failed this test now and then.
+    alone = rf"(?<![0-9A-Za-z.]){CVV}(?![0-9A-Za-z])"
+    return CARD in text or re.search(alone, text) is not None
 
 
 async def test_the_approver_sees_markers_while_the_identity_binds_the_full_arguments(
