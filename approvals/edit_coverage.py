@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS, PendingCall
+from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS, MAX_QUORUM, PendingCall
 from approvals.redaction import SHOWN_KEY, redact_shown, redacted_paths
 
 #: Every key of an approval block this module weighs (``approvals.policy.evaluation`` writes
@@ -59,8 +59,6 @@ KNOWN_APPROVAL_KEYS = frozenset(
 )
 #: What an edit is: an approval of changed arguments. The landing rule must offer both.
 EDIT_DECISIONS = ("approve", "edit")
-#: The largest quorum a request takes from an approval block (``graphs.resolver``).
-MAX_QUORUM = 20
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -106,6 +106,8 @@ class DecisionKind(enum.StrEnum):
 DECISION_TYPES = ("approve", "edit", "reject", "respond")
 #: What a request offers unless its tool or policy says otherwise (respond must be asked for).
 DEFAULT_DECISIONS = ("approve", "edit", "reject")
+#: The most distinct approvers a request may need (a policy's ``quorum``).
+MAX_QUORUM = 20
 
 
 class RunStatus(enum.StrEnum):

@@ -32,6 +32,7 @@ from approvals.model import (
     DECIDED_STATUSES,
     DECISION_TYPES,
     MAX_EXPIRES_IN,
+    MAX_QUORUM,
     DecisionKind,
     DecisionRecord,
     EscalationStep,
@@ -262,7 +263,7 @@ def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) ->
         # What escalated the call, shown to the approver beside the reason.
         changes["shown"] = {**new.shown, "rule": rule}
     quorum = approval.get("quorum")
-    if isinstance(quorum, int) and not isinstance(quorum, bool) and 1 <= quorum <= 20:
+    if isinstance(quorum, int) and not isinstance(quorum, bool) and 1 <= quorum <= MAX_QUORUM:
         changes["quorum"] = quorum
     chain = approval.get("then")
     if approval.get("on_expiry") == OnExpiry.ESCALATE and isinstance(chain, list) and chain:

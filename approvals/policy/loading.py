@@ -17,6 +17,7 @@ from pathlib import Path
 from agent_hooks import InterceptionPoint
 from yaml.nodes import Node, SequenceNode
 
+from approvals.model import MAX_QUORUM
 from approvals.policy.conditions import read_condition
 from approvals.policy.escalate_fields import (
     ESCALATE_FIELDS,
@@ -52,7 +53,6 @@ RULE_FIELDS = (
     "set",
     "tool_may_be_absent",
 )
-MAX_QUORUM = 20
 
 
 def load_policy(path: str | Path) -> Policy:
