@@ -28,6 +28,7 @@ except ImportError:  # not on Windows: asyncio's own loop (run_loop)
 
 from approvals import json_values
 from approvals.errors import ApprovalsError, Category, InvalidValue
+from approvals.principals import console_name
 
 if TYPE_CHECKING:
     from web.engine import Engine
@@ -88,8 +89,24 @@ def parse_json(option: str, text: str) -> Any:
 
 
 def default_principal() -> str:
-    """Who acts when ``--as`` is not given: the OS user, as a principal that is no person."""
-    return f"cli:{getpass.getuser()}"
+    """Who acts when ``--as`` is not given: the OS user, as a principal that is no person
+    (``cli:USER``), held to what ``--as cli:USER`` accepts; ``InvalidValue`` (exit 2) asking
+    for ``--as`` when there is no such user or the name is not one."""
+    try:
+        # LOGNAME and USER come from the environment: a newline in them would write a second,
+        # forged principal on the audit line of who started a run or overrode a decision.
+        user = getpass.getuser()
+        return console_name(f"cli:{user}").principal
+    except (KeyError, OSError) as exc:
+        raise InvalidValue(
+            "principal", "the OS user has no name here: say who acts with --as"
+        ) from exc
+    except InvalidValue as exc:
+        raise InvalidValue(
+            "principal",
+            f"the OS user {user[:64]!r} is no principal name (printable, no spaces): "
+            "say who acts with --as",
+        ) from exc
 
 
 async def acting(engine: Engine, given: str | None) -> str:
