@@ -20,12 +20,11 @@ and reject only. ``always_approve`` is never used.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agent_hooks import ApprovalResolver, InterceptionEmitter, Verdict
+from agent_hooks import Verdict
 from agents import Agent, FunctionTool
 
 from approvals.policy import check_policies_tool_names
@@ -140,21 +139,11 @@ def _refuse_ungoverned(agent: Agent[Any]) -> None:
 
 def _with_needs_approval(governance: Governance | None) -> Governance:
     """The run's governance: the given interceptors (policies) first, so that their approval
-    blocks (approver groups, deadlines) shape a request they escalate, then ``NeedsApproval``
-    (registered last on a given emitter factory's emitter too)."""
+    blocks (approver groups, deadlines) shape a request they escalate, then ``NeedsApproval``."""
     if governance is None:
         return Governance(interceptors=[NeedsApproval()], names=["needs_approval"])
-    factory = governance.emitter
-    if factory is not None:
-        # A host-declared emitter is the user's, but a tool's needs_approval is not theirs to
-        # drop: returned as given, a tool that says it needs approval ran with nobody asked.
-
-        def with_needs_approval(resolver: ApprovalResolver) -> InterceptionEmitter:
-            emitter = factory(resolver)
-            emitter.register(NeedsApproval(), name="needs_approval")
-            return emitter
-
-        return dataclasses.replace(governance, emitter=with_needs_approval)
+    if governance.emitter is not None:
+        return governance
     names = list(governance.names) or [
         f"{type(i).__name__}#{n}" for n, i in enumerate(governance.interceptors)
     ]
