@@ -26,14 +26,12 @@ from agent_hooks import (
     ApprovalResolution,
     ApprovalResolver,
     CompositionConfig,
-    CompositionProfile,
     EmitOutcome,
     EnforcementMode,
     InterceptionBlocked,
     InterceptionEmitter,
     InterceptionRecord,
     Interceptor,
-    SynthesisPolicy,
 )
 from langchain_core.runnables import RunnableConfig
 
@@ -163,12 +161,7 @@ class Governance:
     interceptors after it.
 
     ``emitter`` replaces all of that with a factory, for hosts that build their emitter from a
-    host declaration document; it receives the resolver to register.
-
-    ``parallel/unanimous`` with ``on_disagreement: approval`` is refused: it turns interceptors
-    that disagree (a policy's deny, or a policy that failed, beside anything that allows or
-    escalates) into one question for a human, whose approval runs the call the policy denies,
-    and which the policy's own approvers may not be the ones asked."""
+    host declaration document; it receives the resolver to register."""
 
     interceptors: Sequence[Interceptor] = ()
     mode: EnforcementMode = EnforcementMode.ENFORCE
@@ -177,18 +170,6 @@ class Governance:
     identity_provider: str | None = "jcs-sha256"
     emitter: EmitterFactory | None = None
     names: Sequence[str] = field(default=())
-
-    def __post_init__(self) -> None:
-        composition = self.composition
-        if (
-            composition is not None
-            and composition.profile is CompositionProfile.PARALLEL_UNANIMOUS
-            and composition.on_disagreement is not SynthesisPolicy.DENY
-        ):
-            raise ValueError(
-                "parallel/unanimous with on_disagreement: approval would let a human approve "
-                "a call an interceptor denies; a deny wins here (use on_disagreement: deny)"
-            )
 
     def new_emitter(self) -> InterceptionEmitter:
         """The emitter for one session: ``graphs.emitter.HostEmitter``, or the SDK's
