@@ -1,5 +1,7 @@
 """Graphs by name. Entries are ``name = "module:attr"``; ``attr`` is a compiled graph, a
-``StateGraph`` builder, or builds either from ``GraphDeps``. A graph must have an approval
+``StateGraph`` builder, or builds either from ``GraphDeps`` (``def build(deps)``, or ``async def
+build(deps)``, awaited by ``GraphRegistry.load``, for one that loads its tools with ``await
+client.get_tools()``). A graph must have an approval
 boundary (``build_agent``, or ``ApprovalMiddleware`` in a ``create_agent`` agent) unless it is
 marked ``ungoverned``, and every policy rule that names a tool must name one of the tools its
 agent has (``approvals.policy.check_tool_names``; the hosts check it as they register an
@@ -7,12 +9,14 @@ agent's tools). The two examples are registered by default; configuration adds o
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -36,8 +40,15 @@ if importlib.util.find_spec("agents") is not None:
     # The OpenAI Agents SDK example, where the SDK is installed (the approvals[openai] extra).
     DEFAULT_GRAPHS["refund_openai"] = "graphs.examples.openai_refund:build"
 
-GraphFactory = Callable[[GraphDeps], Pregel[Any, Any, Any, Any]]
+GraphFactory = Callable[
+    [GraphDeps], Pregel[Any, Any, Any, Any] | Awaitable[Pregel[Any, Any, Any, Any]]
+]
 G = TypeVar("G", bound=Pregel[Any, Any, Any, Any])
+
+_ASYNC_NOT_LOADED = (
+    "an async factory builds it, so it is built by awaiting GraphRegistry.load(name) first "
+    "(the engine does before each use)"
+)
 
 
 class GraphRegistry:
@@ -46,6 +57,7 @@ class GraphRegistry:
         self._entries = {**DEFAULT_GRAPHS, **(entries or {})}
         self._built: dict[str, Pregel[Any, Any, Any, Any]] = {}
         self._openai: dict[str, OpenAIHost] = {}
+        self._loading = asyncio.Lock()
 
     @property
     def deps(self) -> GraphDeps:
@@ -105,11 +117,56 @@ class GraphRegistry:
         loaded = self._load(name)
         return None if isinstance(loaded, Pregel) else loaded
 
+    async def load(self, name: str) -> None:
+        """Build graph ``name`` now, if it is not built yet, awaiting its factory when that is
+        an ``async def`` (one that loads its tools with ``await client.get_tools()``). The
+        other accessors then return it; for a graph an async factory builds they refuse until
+        it is loaded, since they cannot wait. The engine loads a graph before each use."""
+        if name in self._built or name in self._openai:
+            return
+        async with self._loading:
+            # One build at a time: the catalog's last registration is how a build's agent is
+            # found, and another build must not register in between.
+            if name in self._built or name in self._openai:
+                return
+            target, factory = self._factory(name)
+            catalog = self._deps.catalog
+            catalog.last_registered = None
+            try:
+                built = _called(factory, self._deps)
+                if inspect.isawaitable(built):
+                    built = await built
+                self._register(name, target, built)
+            except PolicyError as exc:
+                raise GraphLoadError(name, target, str(exc)) from exc
+
     def _load(self, name: str) -> Pregel[Any, Any, Any, Any] | OpenAIHost:
         if name in self._openai:
             return self._openai[name]
         if name in self._built:
             return self._built[name]
+        target, factory = self._factory(name)
+        if inspect.iscoroutinefunction(factory):
+            raise GraphLoadError(name, target, _ASYNC_NOT_LOADED)
+        catalog = self._deps.catalog
+        # A build awaiting its factory (``load``) reads the catalog's last registration once
+        # its factory returns: this one, run meanwhile, leaves it as it found it.
+        outer = catalog.last_registered
+        catalog.last_registered = None
+        try:
+            built = _called(factory, self._deps)
+            if inspect.isawaitable(built):
+                if inspect.iscoroutine(built):
+                    built.close()
+                raise GraphLoadError(name, target, _ASYNC_NOT_LOADED)
+            return self._register(name, target, built)
+        except PolicyError as exc:
+            raise GraphLoadError(name, target, str(exc)) from exc
+        finally:
+            catalog.last_registered = outer
+
+    def _factory(self, name: str) -> tuple[str, Any]:
+        """The entry of graph ``name`` and what it names (a graph, or a factory of one)."""
         target = self._entries.get(name)
         if target is None:
             raise GraphNotFound(name, self.names())
@@ -117,30 +174,29 @@ class GraphRegistry:
         if not module_name or not attr:
             raise GraphLoadError(name, target, "expected 'module:attr'")
         try:
-            factory = getattr(_module(name, module_name), attr)
+            return target, getattr(_module(name, module_name), attr)
         except (ImportError, AttributeError, OSError) as exc:
             raise GraphLoadError(name, target, str(exc)) from exc
+
+    def _register(
+        self, name: str, target: str, built: Any
+    ) -> Pregel[Any, Any, Any, Any] | OpenAIHost:
+        """Keep what an entry built: an OpenAI-SDK agent as its host, a LangGraph graph
+        compiled, with its tools and governance in the catalog. Each host refuses a policy
+        rule that names none of its agent's tools (it could never apply: a typo in it would
+        let the calls it was written for through): ``PolicyError``."""
         catalog = self._deps.catalog
-        catalog.last_registered = None
-        try:
-            # Each host refuses a policy rule that names none of its agent's tools (it could
-            # never apply: a typo in it would let the calls it was written for through).
-            built = factory
-            if not isinstance(factory, Pregel | StateGraph) and callable(factory):
-                built = factory(self._deps)
-            host = _openai_host(name, target, built)
-            if host is not None:
-                self._openai[name] = host
-                return host
-            graph = self._compiled(name, target, built)
-            built_as = catalog.last_registered
-            if built_as is not None and built_as != name:
-                # An entry may build an agent under another name (several entries, one
-                # builder): its tools and governance are found under the entry's name too.
-                catalog.alias(name, built_as)
-            hosted = _register_hosts(graph, name, catalog)
-        except PolicyError as exc:
-            raise GraphLoadError(name, target, str(exc)) from exc
+        host = _openai_host(name, target, built)
+        if host is not None:
+            self._openai[name] = host
+            return host
+        graph = self._compiled(name, target, built)
+        built_as = catalog.last_registered
+        if built_as is not None and built_as != name:
+            # An entry may build an agent under another name (several entries, one
+            # builder): its tools and governance are found under the entry's name too.
+            catalog.alias(name, built_as)
+        hosted = _register_hosts(graph, name, catalog)
         if built_as is None and not hosted and graph not in _UNGOVERNED:
             # A graph nothing in which asks a human or records an execution would run every
             # tool, however sensitive, with no approval and no warning.
@@ -182,6 +238,14 @@ class GraphRegistry:
                 "(the engine attaches its own)",
             )
         return built
+
+
+def _called(found: Any, deps: GraphDeps) -> Any:
+    """What an entry names, called with ``deps`` if it is a factory (a graph, a builder or an
+    agent is taken as it is); an async factory's answer is still to be awaited."""
+    if isinstance(found, Pregel | StateGraph) or not callable(found):
+        return found
+    return found(deps)
 
 
 def _module(entry: str, location: str) -> Any:

@@ -76,6 +76,7 @@ class Runner(GraphInvoker):
         """Start a run of ``graph_name`` as ``principal``; returns when it finishes or pauses.
         ``observe`` is given each node update as it happens (``approvals runs start --stream``)."""
         # Before anything is written (the run row, a checkpoint): InvalidValue names the field.
+        await self._registry.load(graph_name)
         hosted = self._registry.openai(graph_name)
         if hosted is not None:
             return await self._openai().start(
@@ -204,6 +205,7 @@ class Runner(GraphInvoker):
             # before this claim is never resumed, whatever decision queued the job.
             await claimed.complete(JobStatus.SKIPPED, "run cancelled")
             return None
+        await self._registry.load(job.graph)
         hosted = self._registry.openai(job.graph)
         if hosted is not None:
             return await self._openai().resume(hosted, claimed, check)

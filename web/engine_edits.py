@@ -32,6 +32,7 @@ class EngineEdits(EngineWiring):
             raise RequestNotFound(request.id)
         registry = self._graphs.registry
         try:
+            await registry.load(run.graph)
             tool = {t.name: t for t in registry.tools(run.graph)}.get(request.tool)
             governance = registry.governance(run.graph)
         except GraphNotFound as exc:
@@ -93,6 +94,7 @@ class EngineEdits(EngineWiring):
         """The arguments of ``request``'s call as its run holds them, when they are the ones
         the request's identity binds (``None`` otherwise, or when they cannot be found)."""
         registry = self._graphs.registry
+        await registry.load(graph)
         tool = {t.name: t for t in registry.tools(graph)}.get(request.tool)
         snapshot = await registry.get(graph).aget_state(
             {"configurable": {"thread_id": request.thread_id}}

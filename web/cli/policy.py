@@ -60,6 +60,7 @@ def _graph_tools(graph: str) -> list[str]:
     """The tool names of the registered graph ``graph`` (built as the engine builds it)."""
 
     async def main(engine: Engine) -> list[str]:
+        await engine.registry.load(graph)
         return sorted({t["name"] for t in engine.registry.describe_tools(graph)})
 
     return run_async(main)

@@ -24,6 +24,8 @@ def tools_list(
 
     async def main(engine: Engine) -> dict[str, list[dict[str, Any]]]:
         names = [graph] if graph is not None else engine.registry.names()
+        for name in names:
+            await engine.registry.load(name)
         return {name: engine.registry.describe_tools(name) for name in names}
 
     listing = run_async(main)

@@ -1,0 +1,112 @@
+"""Graphs as a new user wrote them (issue 31, item 6): a hand-built ``StateGraph`` whose tool
+returns ``Command(update=...)`` for state keys of its own, behind a ``GovernedToolNode`` (and the
+same graph behind a plain ``ToolNode``, to compare with); a ``create_agent`` agent built by an
+``async def`` factory, as one that loads its tools with ``await client.get_tools()`` is."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import re
+from typing import Annotated, Any, TypedDict
+
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.pregel import Pregel
+from langgraph.types import Command
+
+from graphs import ApprovalMiddleware, GovernedToolNode
+from graphs.deps import GraphDeps
+from graphs.registry import ungoverned
+from graphs.scripted import ScriptedToolModel
+from tests.integration.middleware_graphs import _recording_refund, refund_script
+
+
+class CreditState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    #: Summed across the turn's calls, as a reducer the user wrote sums them.
+    credit_total: Annotated[float, operator.add]
+    notes: Annotated[list[str], operator.add]
+
+
+def credit_script(messages: list[BaseMessage]) -> AIMessage:
+    """``credit ORDER AMOUNT [ORDER AMOUNT ...]``: one ``add_credit`` call per pair, all in one
+    turn; then the tools' answers, verbatim."""
+    last = messages[-1]
+    if isinstance(last, ToolMessage):
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        return AIMessage(content=" | ".join(f"{r.status}: {r.content}" for r in results))
+    pairs = re.findall(r"(\d{4}) (\d+(?:\.\d+)?)", str(last.content))
+    return AIMessage(
+        content="",
+        tool_calls=[
+            {"id": f"credit-{order}", "name": "add_credit", "args": {"order": order, "amount": a}}
+            for order, a in ((o, float(x)) for o, x in pairs)
+        ],
+    )
+
+
+@tool
+def add_credit(
+    order: str, amount: float, tool_call_id: Annotated[str, InjectedToolCallId]
+) -> Command[Any]:
+    """Credit an order's account."""
+    return Command(
+        update={
+            "credit_total": amount,
+            "notes": [f"credited {amount:.2f} to {order}"],
+            "messages": [
+                ToolMessage(
+                    content=f"credited {amount:.2f}", tool_call_id=tool_call_id, name="add_credit"
+                )
+            ],
+        }
+    )
+
+
+def _credit_graph(tools: ToolNode) -> StateGraph[Any, Any, Any, Any]:
+    model = ScriptedToolModel(script=credit_script)
+
+    async def call_model(state: CreditState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    builder = StateGraph(CreditState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder
+
+
+def credit_governed(deps: GraphDeps) -> StateGraph[Any, Any, Any, Any]:
+    """The user's graph, its ``ToolNode`` swapped for ``GovernedToolNode``."""
+    return _credit_graph(GovernedToolNode([add_credit], interrupt_on={"add_credit": True}))
+
+
+def credit_plain(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """The same graph with LangGraph's own ``ToolNode``: what the state should come to."""
+    return ungoverned(_credit_graph(ToolNode([add_credit])).compile(checkpointer=deps.checkpointer))
+
+
+async def _load_tools(deps: GraphDeps) -> list[BaseTool]:
+    """Tools that take a round trip to load, as ``await client.get_tools()`` does (an MCP
+    client asks its servers which tools they have)."""
+    await asyncio.sleep(0.01)
+    return [_recording_refund(deps)]
+
+
+async def build_async(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """A ``create_agent`` refund agent built by an ``async def`` factory."""
+    tools = await _load_tools(deps)
+    return create_agent(
+        ScriptedToolModel(script=refund_script),
+        tools=tools,
+        middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
+        checkpointer=deps.checkpointer,
+        name="async_refund",
+    )
