@@ -4,16 +4,20 @@ admission for a ``create_agent`` host, in that state's terms."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired
 
 from langchain.agents.middleware.types import AgentState
 from langchain_core.messages import BaseMessage
+from langgraph.channels.base import BaseChannel
 from langgraph.pregel import Pregel
 
 from graphs.admission import Admission, InputGate
 from graphs.governance import SessionHolder
+
+log = logging.getLogger(__name__)
 
 #: The agent state keys the middleware adds: what must survive a pause (an input waiting for a
 #: human) and why a run was stopped. The run's identity is never here (see ``EngineRun``).
@@ -63,13 +67,31 @@ class HostInputGate(InputGate):
 
 def input_fields(graph: Pregel[Any, Any, Any, Any]) -> tuple[str, ...]:
     """The keys of the graph's input a run may set beside its message: the agent's own state
-    (a ``state_schema``'s fields), never the engine's."""
-    try:
-        properties = graph.get_input_jsonschema().get("properties") or {}
-    except Exception:  # a schema LangGraph cannot describe: only the message is taken
-        return ()
+    (a ``state_schema``'s fields), never the engine's.
+
+    Read as LangGraph reads an input (the channels of its input schema, found from the type
+    hints), not from the graph's JSON schema: pydantic cannot build that for a state declared
+    with ``typing.TypedDict`` on Python < 3.12 (it asks for ``typing_extensions.TypedDict``),
+    though LangGraph runs such a graph."""
     engine = {"messages", NEW_INPUT, BLOCKED}
-    return tuple(sorted(k for k in properties if isinstance(k, str) and k not in engine))
+    builder = getattr(graph, "builder", None)
+    schemas = getattr(builder, "schemas", None)
+    input_schema = getattr(builder, "input_schema", None)
+    if isinstance(schemas, Mapping) and isinstance(schemas.get(input_schema), Mapping):
+        keys = [k for k, v in schemas[input_schema].items() if isinstance(v, BaseChannel)]
+    else:
+        try:
+            keys = list(graph.get_input_jsonschema().get("properties") or {})
+        except Exception as exc:  # a schema nothing can describe: only the message is taken
+            log.warning(
+                "graph %s: its input schema cannot be read (%s: %s), so a run takes only its "
+                "message",
+                graph.get_name(),
+                type(exc).__name__,
+                exc,
+            )
+            return ()
+    return tuple(sorted(k for k in keys if isinstance(k, str) and k not in engine))
 
 
 def messages_of(state: Any) -> list[BaseMessage]:

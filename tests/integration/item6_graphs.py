@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import operator
 import re
-from typing import Annotated, Any, TypedDict
+from collections.abc import Mapping
+from typing import Annotated, Any, NotRequired, TypedDict
 
-from langchain.agents import create_agent
+from langchain.agents import AgentState, create_agent
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from langgraph.graph import START, StateGraph
@@ -109,4 +110,55 @@ async def build_async(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         middleware=[ApprovalMiddleware(interrupt_on={"issue_refund": True})],
         checkpointer=deps.checkpointer,
         name="async_refund",
+    )
+
+
+class Customer(TypedDict):
+    tier: str
+
+
+class TierState(TypedDict):
+    """A state declared with ``typing.TypedDict`` (not ``typing_extensions``'), an input key
+    of the user's own beside the messages, one of them a ``typing.TypedDict`` too."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    customer_tier: str
+    customer: NotRequired[Customer]
+
+
+def _tier_answer(state: Mapping[str, Any]) -> AIMessage:
+    customer = state.get("customer") or {}
+    return AIMessage(content=f"tier {state.get('customer_tier')} / {customer.get('tier')}")
+
+
+def typed_state_graph(deps: GraphDeps) -> StateGraph[Any, Any, Any, Any]:
+    """A hand-built graph on ``TierState`` whose model answers with the input keys it got."""
+
+    async def call_model(state: TierState) -> dict[str, Any]:
+        return {"messages": [_tier_answer(state)]}
+
+    builder = StateGraph(TierState)
+    builder.add_node("model", call_model)
+    builder.add_node("tools", GovernedToolNode([add_credit], interrupt_on={"add_credit": True}))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder
+
+
+class TierAgentState(AgentState[Any]):
+    """langchain's agent state (a ``typing_extensions.TypedDict``) with a field declared as a
+    ``typing.TypedDict``."""
+
+    customer: NotRequired[Customer]
+
+
+def typed_state_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """A ``create_agent`` agent whose ``state_schema`` has a ``typing.TypedDict`` field."""
+    return create_agent(
+        ScriptedToolModel(script=lambda messages: AIMessage(content="noted")),
+        tools=[add_credit],
+        state_schema=TierAgentState,
+        middleware=[ApprovalMiddleware(interrupt_on={"add_credit": True})],
+        checkpointer=deps.checkpointer,
     )
