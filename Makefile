@@ -1,8 +1,9 @@
 # Developer and CI entry points. Everything runs from the project venv in .venv.
-#   make test   lint + type-check + import contracts + pytest
+#   make test   lint + type-check + import contracts + pytest + make compat
 #               (APPROVALS_TEST_DATABASE_URL=postgresql://... to use an existing server,
 #                unset to use the embedded one)
 #   make demo   run the demo;  make bench   run the benchmarks;  make soak   kill processes, count
+#   make compat the peers' own suites (HumanInTheLoopMiddleware's, ToolNode's) on our classes
 #   make fmt    auto-format
 #   make schema rewrite storage/sql/schema.sql from a freshly migrated database (after a migration)
 
@@ -14,7 +15,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-$(firstword $(shell cksum pyproject.toml))
 
 .DEFAULT_GOAL := test
-.PHONY: venv install test lint fmt demo bench soak browser schema
+.PHONY: venv install test lint fmt demo bench soak browser schema compat
 
 venv: $(BIN)/python
 
@@ -71,6 +72,16 @@ PYTEST_PLUGINS = -p pytest_asyncio.plugin -p xdist.plugin -p pytest_timeout -p a
 test: lint browser
 	$(BIN)/python -m compileall -q approvals graphs web storage bench >/dev/null
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_PLUGINS)
+	$(COMPAT)
+
+# langchain's HumanInTheLoopMiddleware tests and langgraph-prebuilt's ToolNode tests, from the
+# sdists of the installed versions (fetched from the package index once, into .cache/compat/ or
+# APPROVALS_COMPAT_CACHE), run as shipped and with our class swapped in; tests/compat/
+# known_failures.toml lists what ours may fail, each with its reason (docs/compat.md).
+COMPAT = $(BIN)/python -m tests.compat.run_suites
+
+compat: install
+	$(COMPAT)
 
 fmt: install
 	$(BIN)/ruff format .
