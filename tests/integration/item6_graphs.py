@@ -162,3 +162,19 @@ def typed_state_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
         middleware=[ApprovalMiddleware(interrupt_on={"add_credit": True})],
         checkpointer=deps.checkpointer,
     )
+
+
+class CreditAgentState(AgentState[Any]):
+    credit_total: NotRequired[Annotated[float, operator.add]]
+    notes: NotRequired[Annotated[list[str], operator.add]]
+
+
+def credit_agent(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
+    """The credit tool in a ``create_agent`` agent with ``ApprovalMiddleware``."""
+    return create_agent(
+        ScriptedToolModel(script=credit_script),
+        tools=[add_credit],
+        state_schema=CreditAgentState,
+        middleware=[ApprovalMiddleware(interrupt_on={"add_credit": True})],
+        checkpointer=deps.checkpointer,
+    )
