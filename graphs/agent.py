@@ -438,6 +438,11 @@ async def close_cancelled(
         # ("model": a create_agent agent's model node, under ApprovalMiddleware.)
         (node,) = waiting
         await graph.aupdate_state(config, {"messages": [AIMessage(content=notice)]}, as_node=node)
+        after = set((await graph.aget_state(config)).next)
+        if len(after) == 1 and next(iter(after)).endswith(".after_model"):
+            # ApprovalMiddleware's after_model (HumanInTheLoopMiddleware's hook) follows the
+            # model: the answer has no tool call, so passing it ends the turn.
+            await graph.aupdate_state(config, None, as_node=next(iter(after)))
     elif len(waiting) == 1 and next(iter(waiting)).endswith(".before_agent"):
         # A create_agent agent whose input waits for a human (graphs.middleware): it ends.
         (node,) = waiting

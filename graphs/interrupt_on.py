@@ -5,7 +5,9 @@ given ``Governance``. What this engine cannot honour is refused when the agent i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,38 @@ class Gate:
     """One ``interrupt_on`` entry: the call waits for a human."""
 
     allow_edit: bool
-    description: str | None
+    #: A text, or HumanInTheLoopMiddleware's description factory ``(tool_call, state,
+    #: runtime) -> str``, evaluated by the tool seam for each call (``CallGate``).
+    description: str | Callable[..., str] | None
     #: The decisions the approver may make, in the HumanInTheLoopMiddleware vocabulary.
     allowed_decisions: tuple[str, ...] = DEFAULT_DECISIONS
+    #: HumanInTheLoopMiddleware's ``when`` predicate (a ``ToolCallRequest`` -> ``bool``): the
+    #: tool seam evaluates it for each call; a call it was not evaluated for is asked about.
+    when: Callable[..., bool] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallGate:
+    """What the tool seam worked out for one call's gate: whether ``when`` let it through
+    without a question, and the description its factory gave."""
+
+    call_id: str
+    skip: bool = False
+    description: str | None = None
+    when_asked: bool = False
+
+
+_CALL_GATE: ContextVar[CallGate | None] = ContextVar("approvals_call_gate", default=None)
+
+
+@contextmanager
+def call_gate(gate: CallGate | None) -> Iterator[None]:
+    """Within this block, ``InterruptOn`` reads ``gate`` for the call it names."""
+    token = _CALL_GATE.set(gate)
+    try:
+        yield
+    finally:
+        _CALL_GATE.reset(token)
 
 
 def gates(interrupt_on: Mapping[str, Any]) -> dict[str, Gate]:
@@ -47,14 +78,15 @@ def gates(interrupt_on: Mapping[str, Any]) -> dict[str, Gate]:
                 f"interrupt_on[{name!r}] must be True, False or a mapping with "
                 f"allowed_decisions, not {type(entry).__name__}"
             )
-        unknown = set(entry) - {"allowed_decisions", "description", "args_schema"}
+        unknown = set(entry) - {"allowed_decisions", "description", "args_schema", "when"}
         if unknown:
-            # ``when`` would make the question depend on a predicate re-run on resume: a call
-            # could run unapproved because the predicate changed its mind. Policies say when.
             raise ValueError(
-                f"interrupt_on[{name!r}]: {', '.join(sorted(unknown))} is not supported by "
-                "ApprovalMiddleware; say when a call needs a human in a policy (policy=...)"
+                f"interrupt_on[{name!r}]: unknown key(s) {', '.join(sorted(unknown))}; "
+                "expected allowed_decisions, description, args_schema or when"
             )
+        when = entry.get("when")
+        if when is not None and not callable(when):
+            raise TypeError(f"interrupt_on[{name!r}].when must be a callable")
         allowed = entry.get("allowed_decisions")
         if not isinstance(allowed, list | tuple) or not allowed or not set(allowed) <= DECISIONS:
             raise ValueError(
@@ -62,15 +94,19 @@ def gates(interrupt_on: Mapping[str, Any]) -> dict[str, Gate]:
                 f"{', '.join(sorted(DECISIONS))}"
             )
         description = entry.get("description")
-        if description is not None and not isinstance(description, str):
-            raise TypeError(
-                f"interrupt_on[{name!r}].description must be a string here (a description "
-                "computed from the state would change what an approver was shown on resume)"
-            )
+        if (
+            description is not None
+            and not isinstance(description, str)
+            and not callable(description)
+        ):
+            raise TypeError(f"interrupt_on[{name!r}].description must be a string or a callable")
+        # A factory's text is fixed when the request is first recorded: the request keeps
+        # what the approver was shown, whatever the factory says on resume.
         gates[name] = Gate(
             allow_edit="edit" in allowed,
             description=description,
             allowed_decisions=tuple(d for d in DECISION_TYPES if d in allowed),
+            when=when,
         )
     return gates
 
@@ -96,14 +132,32 @@ class InterruptOn:
             gate = Gate(allow_edit=True, description=None)
         if gate is None:
             return Verdict.allow()
+        seen = _CALL_GATE.get()
+        if seen is not None and seen.call_id != context.get("tool_call", {}).get("id"):
+            seen = None
+        if seen is not None and seen.skip:
+            # ``when`` said this call needs no question (evaluated on our side, per call).
+            return Verdict.allow()
+        described = seen.description if seen is not None else None
+        if described is None and isinstance(gate.description, str):
+            described = gate.description
+        approval: dict[str, Any] = {
+            "allow_edit": gate.allow_edit,
+            "allowed_decisions": list(gate.allowed_decisions),
+        }
+        if gate.when is not None:
+            # Recorded with the request: the approver sees that the predicate asked, and a
+            # call whose predicate was never evaluated is asked about (fail closed).
+            approval["rule"] = (
+                f"interrupt_on[{name}].when"
+                if seen is not None and seen.when_asked
+                else f"interrupt_on[{name}].when (not evaluated: asked)"
+            )
         return Verdict(
             decision=Decision.DENY,
             reason="interrupt_on",
-            message=gate.description or f"{self._prefix}: {name}",
-            approval={
-                "allow_edit": gate.allow_edit,
-                "allowed_decisions": list(gate.allowed_decisions),
-            },
+            message=described or f"{self._prefix}: {name}",
+            approval=approval,
         )
 
 

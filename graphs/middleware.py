@@ -23,21 +23,37 @@ importable from here.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware.types import AgentState, hook_config
+from langchain.agents.middleware import human_in_the_loop as _hitl_module
+from langchain.agents.middleware.human_in_the_loop import (
+    _EDIT_NOTICE,
+    HumanInTheLoopMiddleware,
+    _answer_message,
+    _decision_schema,
+    _HumanInTheLoopState,
+)
+from langchain.agents.middleware.types import AgentState, PrivateStateAttr, hook_config
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import ToolCall as LcToolCall
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolNode
 from langgraph.pregel import Pregel
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command
 from pydantic import BaseModel
 
+from approvals.model import DecisionKind, DecisionRecord, Ruling
 from approvals.policy import Policy, check_policies_tool_names
+from approvals.ports import ApprovalRequests, NewRequest
+from graphs import hitl
 from graphs import interrupt_on as interrupt_on_
 from graphs.admission import emit_input, point_slot, register_gate
 from graphs.agent import _call_counts, _refusals, _tool_counts
@@ -45,12 +61,23 @@ from graphs.governance import Governance, session_of
 from graphs.host_state import (
     BLOCKED,
     NEW_INPUT,
-    ApprovalState,
     HostInputGate,
     input_fields,
     messages_of,
 )
-from graphs.interrupt_on import DECISIONS, Gate, InterruptOn
+from graphs.host_state import ApprovalState as _HostState
+from graphs.in_process import (
+    IN_PROCESS_GRAPH,
+    DecidedHere,
+    DecisionsOnlyThroughEngine,
+    InProcessSlot,
+    LocalApprovals,
+    acquire,
+    in_process_run,
+    run_sync,
+    sync_handler,
+)
+from graphs.interrupt_on import DECISIONS, CallGate, Gate, InterruptOn, call_gate
 from graphs.lc_tool_answers import (
     ToolReportedError,
     as_model_sees,
@@ -60,8 +87,8 @@ from graphs.lc_tool_answers import (
 )
 from graphs.lc_tools import args_model_of, governed_view
 from graphs.model_seam import ASYNC_ONLY, ModelSeam
-from graphs.run_config import EngineRun
-from graphs.tool_step import ToolStep, control_error
+from graphs.run_config import RUN_ID_KEY, EngineRun
+from graphs.tool_step import MAX_EDIT_ROUNDS, ToolStep, control_error
 from graphs.tools import GOVERNED_KEY, GovernedTool, ToolCall, ToolCatalog
 
 __all__ = [
@@ -70,26 +97,104 @@ __all__ = [
     "NEW_INPUT",
     "ApprovalMiddleware",
     "ApprovalState",
+    "DecisionsOnlyThroughEngine",
     "Gate",
     "GovernedToolNode",
     "HostInputGate",
     "InterruptOn",
+    "LocalApprovals",
     "ToolReportedError",
     "register_hosts",
 ]
 
 
-class ApprovalMiddleware(ModelSeam):
+class ApprovalState(_HostState, _HumanInTheLoopState[Any]):
+    """The middleware's state: the runner's admission keys, HumanInTheLoopMiddleware's edits,
+    and the decisions an in-process resume gave for the turn's calls."""
+
+    #: ``{"turn": <AIMessage id>, "calls": {call id: HITL decision}}``: what the application's
+    #: resume decided in ``after_model`` (batched), which the tool seam records before it runs.
+    approvals_hitl_decided: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+
+
+_DECIDED_KEY = "approvals_hitl_decided"
+
+#: The decisions ``after_model`` processes, by call id, while it runs (``_process_decision``).
+_DECIDING: ContextVar[dict[str, dict[str, Any]] | None] = ContextVar(
+    "approvals_hitl_deciding", default=None
+)
+
+
+def _graph_config() -> RunnableConfig | None:
+    """The running graph's config; ``None`` when called outside a graph (a unit test calling a
+    hook directly), where the middleware is exactly ``HumanInTheLoopMiddleware``."""
+    try:
+        return get_config()
+    except RuntimeError:
+        return None
+
+
+def _engine_run(config: RunnableConfig) -> EngineRun | None:
+    """The engine's run, when the engine invoked the graph."""
+    configurable = config.get("configurable") or {}
+    if RUN_ID_KEY not in configurable:
+        return None
+    return EngineRun.of(config)
+
+
+def _turn_of(messages: Sequence[Any], call_id: str) -> AIMessage | None:
+    return next(
+        (
+            m
+            for m in reversed(messages)
+            if isinstance(m, AIMessage) and any(str(tc["id"]) == call_id for tc in m.tool_calls)
+        ),
+        None,
+    )
+
+
+async def _sticky(
+    gate: CallGate | None, requests: ApprovalRequests, run_id: str
+) -> CallGate | None:
+    """``gate``, asking after all when ``when`` lets a call through that a human was already
+    asked about: a predicate that changes its mind on resume never runs a call someone
+    rejected (HITL documents that it would); the stored decision is what counts."""
+    if gate is None or not gate.skip:
+        return gate
+    if any(r.call_id == gate.call_id for r in await requests.for_run(run_id)):
+        return dataclasses.replace(gate, skip=False)
+    return gate
+
+
+def _same_result(step: ToolMessage, raw: ToolMessage) -> bool:
+    """Whether the step's message says what the tool's own message said (``post_tool_call``
+    left it alone), so the tool's message, with its artifact and metadata, goes back."""
+    if step.status != raw.status:
+        return False
+    if step.content == raw.content:
+        return True
+    try:
+        return bool(json.loads(str(step.content)) == json.loads(str(raw.content)))
+    except ValueError:
+        return False
+
+
+class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
     """Durable human approval for ``create_agent``: ``middleware=[ApprovalMiddleware(
     interrupt_on={"issue_refund": True})]`` where ``HumanInTheLoopMiddleware`` stood.
 
-    ``interrupt_on`` maps a tool name to ``True`` (a human decides every call, and may edit
-    it), ``False`` (no question) or ``{"allowed_decisions": [...], "description": "..."}``
-    (``"edit"`` among the decisions lets the approver edit the arguments; the description is
-    the reason the approver is shown). ``interrupt_mode`` is accepted as
-    ``HumanInTheLoopMiddleware`` takes it; every call is its own request here either way.
-    ``policy`` (a policy file or a loaded ``Policy``) and
+    It is a ``HumanInTheLoopMiddleware``: the same ``interrupt_on`` (``True``, ``False`` or
+    ``InterruptOnConfig`` with ``allowed_decisions``, ``description`` text or factory and
+    ``when``), ``description_prefix``, ``edit_notice`` and ``interrupt_mode``, the same interrupt
+    payloads and the same messages. ``policy`` (a policy file or a loaded ``Policy``) and
     ``governance`` add what ``build_agent`` takes; every call of every tool goes through them.
+
+    Run by the engine (``approvals runs start``, ``Runner.start``), a decision comes only from
+    an authenticated approver, through the engine. Invoked by the application itself, a
+    resume value (``Command(resume=...)``) is taken as the application's decision
+    (``resume_decisions="accept"``, HITL's behaviour and the default), recorded in ``local``
+    and consumed once; ``resume_decisions="refuse"`` takes decisions only from approvers
+    (``local`` then names the engine's database, where they decide).
     """
 
     def __init__(
@@ -99,17 +204,34 @@ class ApprovalMiddleware(ModelSeam):
         policy: str | Path | Policy | None = None,
         governance: Governance | None = None,
         description_prefix: str = "Tool execution requires approval",
-        interrupt_mode: str = "per_call",
+        edit_notice: str | None = _EDIT_NOTICE,
+        interrupt_mode: str = "batched",
+        local: LocalApprovals | None = None,
+        resume_decisions: str = "accept",
+        name: str = IN_PROCESS_GRAPH,
     ) -> None:
-        super().__init__()
-        if interrupt_mode not in ("per_call", "batched"):
-            raise ValueError('interrupt_mode must be "per_call" or "batched"')
-        # Accepted so that switching from HumanInTheLoopMiddleware is one word: either way,
-        # each call here is its own request, decided and resumed on its own.
-        self._gates = interrupt_on_.gates(interrupt_on or {})
+        # Ours first: what this engine cannot honour is refused with its reason; then HITL's
+        # own reading (and its errors) of the same mapping.
+        interrupt_on_.gates(interrupt_on or {})
+        HumanInTheLoopMiddleware.__init__(
+            self,
+            dict(interrupt_on or {}),  # type: ignore[arg-type]
+            description_prefix=description_prefix,
+            edit_notice=edit_notice,
+            interrupt_mode=interrupt_mode,  # type: ignore[arg-type]
+        )
+        if resume_decisions not in ("accept", "refuse"):
+            raise ValueError('resume_decisions must be "accept" or "refuse"')
+        self._gates = interrupt_on_.gates(self.interrupt_on)
         self.governance = interrupt_on_.governance(
             self._gates, description_prefix, policy, governance
         )
+        #: Only ``interrupt_on`` governs (no policy, no given governance): an ungated call of
+        #: an in-process agent runs exactly as ``ToolNode`` runs it.
+        self._gates_only = policy is None and governance is None
+        self.local = local if local is not None else LocalApprovals.in_memory()
+        self.resume_decisions = resume_decisions
+        self.graph_name = name
         self._models: dict[int, tuple[BaseTool, type[BaseModel]]] = {}
 
     state_schema = ApprovalState
@@ -117,6 +239,14 @@ class ApprovalMiddleware(ModelSeam):
     #: Whether this middleware's ``before_agent`` runs (in a ``create_agent`` agent): a
     #: ``GovernedToolNode``'s does not, so an input waiting for a human stops its run.
     pauses_for_input = True
+
+    def _run_of(self, config: RunnableConfig) -> EngineRun | None:
+        """The run a model hook belongs to: the engine's, or, for an in-process agent with a
+        policy or governance, the thread's own (``None``: nothing to govern there)."""
+        run = _engine_run(config)
+        if run is not None or self._gates_only:
+            return run
+        return in_process_run(config, self.local, self.graph_name, "model")
 
     def catalog_tools(self, tools: Iterable[BaseTool]) -> list[GovernedTool]:
         """``tools`` as listings and edit checks see them (never run from there)."""
@@ -141,6 +271,8 @@ class ApprovalMiddleware(ModelSeam):
         if tool.name in self._gates and not governed.sensitive:
             return dataclasses.replace(governed, sensitive=True)
         return governed
+
+    # -- the agent's input ---------------------------------------------------------------
 
     @hook_config(can_jump_to=["end"])
     async def abefore_agent(
@@ -174,7 +306,54 @@ class ApprovalMiddleware(ModelSeam):
         return done
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        # Only the engine's admission sets NEW_INPUT, and the engine runs agents asynchronously.
+        if not state.get(NEW_INPUT):
+            return None
         raise NotImplementedError(ASYNC_ONLY)
+
+    # -- HumanInTheLoopMiddleware's pause after the model (batched) -----------------------
+
+    @hook_config(can_jump_to=["end"])
+    def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """HITL's batched interrupt, for an agent the application invokes itself. Under the
+        engine (or with ``resume_decisions="refuse"``) every call pauses in the tool seam
+        instead, where the decision is read from the database."""
+        config = _graph_config()
+        if config is None:
+            return HumanInTheLoopMiddleware.after_model(self, state, runtime)
+        if state.get(BLOCKED):
+            # The model seam stopped the agent (a deny): this hook follows the model node, so
+            # the run ends here, as the seam's jump said.
+            return {"jump_to": "end"}
+        if _engine_run(config) is not None or self.resume_decisions == "refuse":
+            return None
+        decided: dict[str, dict[str, Any]] = {}
+        token = _DECIDING.set(decided)
+        try:
+            result = HumanInTheLoopMiddleware.after_model(self, state, runtime)
+        finally:
+            _DECIDING.reset(token)
+        if result is None or not decided:
+            return result
+        last = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage))
+        return {**result, _DECIDED_KEY: {"turn": last.id, "calls": decided}}
+
+    @hook_config(can_jump_to=["end"])
+    async def aafter_model(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return self.after_model(state, runtime)
+
+    def _process_decision(  # type: ignore[override]
+        self, decision: Any, tool_call: LcToolCall, config: Any
+    ) -> tuple[LcToolCall | None, ToolMessage | None]:
+        revised, message = HumanInTheLoopMiddleware._process_decision(decision, tool_call, config)
+        deciding = _DECIDING.get()
+        if deciding is not None and tool_call.get("id"):
+            deciding[str(tool_call["id"])] = dict(decision)
+        return revised, message
+
+    # -- the tool seam --------------------------------------------------------------------
 
     def _args_model(self, tool: BaseTool) -> type[BaseModel]:
         # Keyed by the tool object (kept alive here): a JSON-schema model is built once.
@@ -184,12 +363,48 @@ class ApprovalMiddleware(ModelSeam):
             self._models[id(tool)] = known
         return known[1]
 
+    def _call_gate(self, request: ToolCallRequest) -> CallGate | None:
+        """``when`` and a description factory, evaluated for this call as HITL evaluates
+        them (``InterruptOn`` reads the outcome)."""
+        call = request.tool_call
+        gate = self._gates.get(str(call.get("name")))
+        config = self.interrupt_on.get(str(call.get("name")))
+        if gate is None or config is None:
+            return None
+        skip = gate.when is not None and not gate.when(request)
+        description = None
+        if not skip and callable(gate.description):
+            description = gate.description(call, request.state, get_runtime())
+        elif not skip and gate.description is None and self._engine_free():
+            # HITL's own default text, for an in-process agent (the engine's approvers see
+            # the arguments beside the reason, redacted where a policy says so).
+            description = self._create_action_and_config(
+                call, config, request.state, get_runtime()
+            )[0].get("description")
+        return CallGate(
+            call_id=str(call.get("id")),
+            skip=skip,
+            description=description,
+            when_asked=gate.when is not None,
+        )
+
+    def _engine_free(self) -> bool:
+        config = _graph_config()
+        return config is not None and _engine_run(config) is None
+
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        raise NotImplementedError(ASYNC_ONLY)
+        """The synchronous seam (``invoke``): HITL's outside a graph; an in-process agent's
+        step otherwise (the engine runs agents asynchronously)."""
+        config = _graph_config()
+        if config is None:
+            return HumanInTheLoopMiddleware.wrap_tool_call(self, request, handler)
+        if _engine_run(config) is not None:
+            raise NotImplementedError(ASYNC_ONLY)
+        return run_sync(lambda: self._in_process(request, sync_handler(handler), config))
 
     async def awrap_tool_call(
         self,
@@ -198,8 +413,159 @@ class ApprovalMiddleware(ModelSeam):
     ) -> ToolMessage | Command[Any]:
         """The tool seam: the call runs through the engine's tool step, which decides whether
         and with which arguments ``handler`` (the tool, as ``ToolNode`` runs it) is called."""
-        config = request.runtime.config
-        run = EngineRun.of(config)
+        config = _graph_config()
+        if config is None:
+            return await HumanInTheLoopMiddleware.awrap_tool_call(self, request, handler)
+        run = _engine_run(config)
+        if run is None:
+            return await self._in_process(request, handler, config)
+        gate = await _sticky(self._call_gate(request), run.deps.requests, run.run_id)
+        with hitl.interrupt_mode(self.interrupt_mode), call_gate(gate):
+            message, _, _ = await self._step(request, handler, run, request.runtime.config)
+        return message
+
+    async def _in_process(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+        config: RunnableConfig,
+    ) -> ToolMessage | Command[Any]:
+        """An agent the application invokes itself: HITL's semantics, with the engine's
+        guarantees (the decision recorded and consumed once, the tool run at most once)."""
+        call = request.tool_call
+        call_id, name = str(call.get("id")), str(call.get("name"))
+        messages = messages_of(request.state)
+        turn = _turn_of(messages, call_id)
+        run = in_process_run(
+            config, self.local, self.graph_name, turn.id if turn is not None else None
+        )
+        gate = await _sticky(self._call_gate(request), self.local.requests, run.run_id)
+        gated = self._gated(request, gate)
+        if gated and call.get("id") is None:
+            raise ValueError(
+                f"Tool call `{name}` has no ID, so no decision can be bound to it. Make sure "
+                "the chat model returns tool call IDs."
+            )
+        executed = self._reviewer_edit(request) if self.interrupt_mode == "batched" else None
+        if self._gates_only and not gated and executed is None:
+            # Nothing governs this call: it runs as ToolNode runs it.
+            return await handler(request)
+        given = self._given(request, call_id)
+        if executed is not None:
+            if executed["name"] != name:
+                # Redirected to another tool: that call is what the reviewer approved, and it
+                # goes through the policy like any call.
+                request = self._apply_edit(request, executed)
+                given = hitl.Ruled(ruling=Ruling.APPROVE)
+                gate = await _sticky(self._call_gate(request), self.local.requests, run.run_id)
+            else:
+                given = hitl.ruled({"type": "edit", "edited_action": executed}, name)
+
+        # Looked up in HITL's module at each pause, as HITL's own code does.
+        def interrupt(value: Any, **kwargs: Any) -> Any:
+            return getattr(_hitl_module, "interrupt")(value, **kwargs)  # noqa: B009
+
+        lock = self.local.lock(run.thread_id)
+        await acquire(lock)
+        try:
+            for _ in range(MAX_EDIT_ROUNDS + 1):
+                slots = functools.partial(self._slot, given, interrupt, request.tool)
+                deps = dataclasses.replace(run.deps, slots=slots)
+                here = dataclasses.replace(run, deps=deps)
+                try:
+                    with hitl.interrupt_mode("per_call"), call_gate(gate):
+                        message, raw, decision = await self._step(request, handler, here, config)
+                except DecidedHere as decided:
+                    if self.resume_decisions == "refuse":
+                        raise DecisionsOnlyThroughEngine() from None
+                    await self.local.consume(decided.request, hitl.ruled(decided.decision, name))
+                    given = None
+                    continue
+                return self._as_hitl_answers(request, message, raw, decision, executed)
+        finally:
+            lock.release()
+        raise RuntimeError(f"{name}: more than {MAX_EDIT_ROUNDS} decisions for one call")
+
+    def _slot(
+        self,
+        given: hitl.Ruled | None,
+        interrupt: Callable[..., Any],
+        tool: BaseTool | None,
+        new: NewRequest,
+    ) -> InProcessSlot:
+        return InProcessSlot(
+            self.local,
+            new,
+            given,
+            interrupt,
+            lambda pending: _decision_schema(
+                list(pending.offered_decisions),  # type: ignore[arg-type]
+                pending.tool,
+                tool,
+            ),
+            self.graph_name,
+        )
+
+    def _gated(self, request: ToolCallRequest, gate: CallGate | None) -> bool:
+        """Whether ``interrupt_on`` (or a governed tool's sensitivity) asks about the call."""
+        if gate is not None and not gate.skip:
+            return True
+        governed = self._governed_as_is(request.tool) if request.tool is not None else None
+        return governed is not None and governed.sensitive
+
+    def runs_ungoverned(self, request: ToolCallRequest) -> bool:
+        """Whether the call runs exactly as ``ToolNode`` runs it: an agent the application
+        invokes itself, governed only by ``interrupt_on``, which does not ask about it."""
+        config = _graph_config()
+        if not self._gates_only or (config is not None and _engine_run(config) is not None):
+            return False
+        if self.interrupt_mode == "batched" and self._reviewer_edit(request) is not None:
+            return False
+        return not self._gated(request, self._call_gate(request))
+
+    def _given(self, request: ToolCallRequest, call_id: str) -> hitl.Ruled | None:
+        """The decision HITL's ``after_model`` took for this call in this turn, if it took one."""
+        decided = request.state.get(_DECIDED_KEY) if isinstance(request.state, Mapping) else None
+        if not isinstance(decided, Mapping):
+            return None
+        turn = _turn_of(messages_of(request.state), call_id)
+        if turn is None or decided.get("turn") != turn.id:
+            return None
+        decision = (decided.get("calls") or {}).get(call_id)
+        if decision is None:
+            return None
+        return hitl.ruled(decision, str(request.tool_call.get("name")))
+
+    def _as_hitl_answers(
+        self,
+        request: ToolCallRequest,
+        message: ToolMessage | Command[Any],
+        raw: ToolMessage | Command[Any] | None,
+        decision: DecisionRecord | None,
+        executed: Any,
+    ) -> ToolMessage | Command[Any]:
+        """The step's outcome as HITL gives it: the stored decision's message for a rejected
+        or answered call, the tool's own message when it ran, with the edit notice."""
+        call = request.tool_call
+        name = str(call.get("name"))
+        if decision is not None and decision.kind in (DecisionKind.REJECT, DecisionKind.RESPOND):
+            return _answer_message(call, hitl.as_hitl(decision, name))  # type: ignore[arg-type]
+        result: ToolMessage | Command[Any] = message
+        if isinstance(raw, ToolMessage) and isinstance(message, ToolMessage):
+            result = raw if _same_result(message, raw) else message
+        if decision is not None and decision.kind is DecisionKind.EDIT and decision.args:
+            executed = {"name": name, "args": decision.args}
+        return self._annotate_edited_result(result, request, executed)
+
+    async def _step(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+        run: EngineRun,
+        config: RunnableConfig,
+    ) -> tuple[ToolMessage | Command[Any], ToolMessage | Command[Any] | None, Any]:
+        """One call through the engine's tool step: the message for the model, what the tool
+        answered in this process (if it ran here) and the decision the call took."""
         call = dict(request.tool_call)
         call_id, name = str(call.get("id")), str(call.get("name"))
         messages = messages_of(request.state)
@@ -208,17 +574,34 @@ class ApprovalMiddleware(ModelSeam):
         if turn is not None and any(str(tc["id"]) == call_id for tc in turn.tool_calls):
             refused = _refusals(messages, turn).get(call_id)
             if refused is not None:
-                return control_error(call_id, name, refused)
+                return control_error(call_id, name, refused), None, None
             counts = _call_counts(counts, turn, call_id)
         tool = request.tool
         tools = []
-        #: A ``Command`` the tool returned in this process (its state update is applied with
-        #: the result the step releases).
-        commands: list[Command[Any]] = []
+        #: What the tool answered in this process: a ``Command``'s state update is applied
+        #: with the result the step releases.
+        answers: list[ToolMessage | Command[Any]] = []
+        decided: list[DecisionRecord] = []
         as_is = self._governed_as_is(tool) if tool is not None else None
         if as_is is not None:
             tools.append(as_is)
         elif tool is not None:
+            model = self._args_model(tool)
+
+            def as_sent(args: dict[str, Any]) -> dict[str, Any]:
+                """The arguments as the model (or the editor) sent them, when they validate
+                to ``args``: the tool validates its arguments itself, and a validator that
+                rewrites a value must not run twice."""
+                sent = [request.tool_call.get("args"), *(d.args for d in decided if d.args)]
+                for candidate in sent:
+                    if not isinstance(candidate, dict):
+                        continue
+                    try:
+                        if model.model_validate(candidate).model_dump(mode="json") == args:
+                            return candidate
+                    except ValueError:
+                        continue
+                return args
 
             async def execute(args: dict[str, Any], tool_call: ToolCall) -> Any:
                 # The idempotency key reaches a tool that takes ``runtime: ToolRuntime`` as
@@ -235,11 +618,13 @@ class ApprovalMiddleware(ModelSeam):
                 answer = await handler(
                     # (``override`` does not take the runtime; the request is a dataclass.)
                     dataclasses.replace(
-                        request, tool_call={**request.tool_call, "args": args}, runtime=keyed
+                        request,
+                        tool_call={**request.tool_call, "args": as_sent(args)},
+                        runtime=keyed,
                     )
                 )
+                answers.append(answer)
                 if isinstance(answer, Command):
-                    commands.append(answer)
                     return command_result(answer, call_id)
                 return result_of(answer)
 
@@ -263,19 +648,26 @@ class ApprovalMiddleware(ModelSeam):
             principal=run.principal,
             state_version=run.state_version,
             tool_counts=counts,
+            decided=decided,
         )
         released = as_model_sees(message)
-        if commands and released.status != "error" and isinstance(commands[0].update, dict):
+        raw = answers[0] if answers else None
+        decision = decided[0] if decided else None
+        if isinstance(raw, Command) and released.status != "error" and isinstance(raw.update, dict):
             # A withheld or failed result applies no state update either.
-            return with_message(commands[0], released)
-        return released
+            return with_message(raw, released), raw, decision
+        return released, raw, decision
 
 
 class GovernedToolNode(ToolNode):
-    """A drop-in for LangGraph's ``ToolNode`` (in any ``StateGraph``, or given to
-    ``create_react_agent``) whose every call goes through the engine's tool step, as under
-    ``ApprovalMiddleware``: ``interrupt_on``, ``policy`` and ``governance`` are the
-    middleware's. Only the tool points are governed (a ``ToolNode`` sees no model call)."""
+    """A ``ToolNode`` (in any ``StateGraph``, or given to ``create_react_agent``) whose every
+    call goes through the engine's tool step, as under ``ApprovalMiddleware``:
+    ``interrupt_on``, ``policy``, ``governance`` and the in-process settings are the
+    middleware's. It takes every ``ToolNode`` argument: ``handle_tool_errors`` and
+    ``messages_key`` as ``ToolNode`` reads them, and a given ``wrap_tool_call`` /
+    ``awrap_tool_call`` runs inside the governed step (around the tool itself, so a retry it
+    makes is still one execution to the ledger). A call nothing gates runs exactly as in
+    ``ToolNode``. Only the tool points are governed (a ``ToolNode`` sees no model call)."""
 
     def __init__(
         self,
@@ -284,23 +676,86 @@ class GovernedToolNode(ToolNode):
         interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
         policy: str | Path | Policy | None = None,
         governance: Governance | None = None,
+        interrupt_mode: str = "per_call",
+        local: LocalApprovals | None = None,
+        resume_decisions: str = "accept",
         name: str = "tools",
         tags: list[str] | None = None,
         messages_key: str = "messages",
+        wrap_tool_call: Callable[..., Any] | None = None,
+        awrap_tool_call: Callable[..., Any] | None = None,
+        **tool_node_options: Any,
     ) -> None:
+        # A ToolNode has no after_model: every pause is per call, in the tool seam.
+        if interrupt_mode != "per_call":
+            raise ValueError('a GovernedToolNode pauses per call: interrupt_mode="per_call"')
         middleware = ApprovalMiddleware(
-            interrupt_on=interrupt_on, policy=policy, governance=governance
+            interrupt_on=interrupt_on,
+            policy=policy,
+            governance=governance,
+            interrupt_mode=interrupt_mode,
+            local=local,
+            resume_decisions=resume_decisions,
         )
+        user_wrap, user_awrap = wrap_tool_call, awrap_tool_call
+
+        def wrapped(request: ToolCallRequest, execute: Callable[..., Any]) -> Any:
+            if user_wrap is None:
+                return middleware.wrap_tool_call(request, execute)
+            return middleware.wrap_tool_call(request, lambda r: user_wrap(r, execute))
+
+        async def awrapped(request: ToolCallRequest, execute: Callable[..., Any]) -> Any:
+            async def inner(r: ToolCallRequest) -> Any:
+                if user_awrap is not None:
+                    return await user_awrap(r, execute)
+                if user_wrap is not None:
+                    # ToolNode runs a sync-only wrapper on its async path with a sync execute.
+                    return user_wrap(r, lambda again: run_sync(lambda: execute(again)))
+                return await execute(r)
+
+            return await middleware.awrap_tool_call(request, inner)
+
         super().__init__(
             tools,
             name=name,
             tags=tags,
             messages_key=messages_key,
-            wrap_tool_call=middleware.wrap_tool_call,
-            awrap_tool_call=middleware.awrap_tool_call,
+            wrap_tool_call=wrapped,
+            awrap_tool_call=awrapped,
+            **tool_node_options,
         )
         middleware.pauses_for_input = False
         self.middleware = middleware
+        #: The same tools as a plain ToolNode, for the calls nothing governs: they run
+        #: exactly as there (its error handling, its wrappers), not through ours.
+        self._plain = ToolNode(
+            list(self.tools_by_name.values()),
+            name=name,
+            tags=tags,
+            messages_key=messages_key,
+            wrap_tool_call=wrap_tool_call,
+            awrap_tool_call=awrap_tool_call,
+            **tool_node_options,
+        )
+
+    def _ungoverned(self, call: Any, tool_runtime: Any) -> bool:
+        request = ToolCallRequest(
+            tool_call=call,
+            tool=self.tools_by_name.get(call["name"]),
+            state=tool_runtime.state,
+            runtime=tool_runtime,
+        )
+        return self.middleware.runs_ungoverned(request)
+
+    def _run_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
+        if self._ungoverned(call, tool_runtime):
+            return self._plain._run_one(call, input_type, tool_runtime)
+        return super()._run_one(call, input_type, tool_runtime)
+
+    async def _arun_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
+        if self._ungoverned(call, tool_runtime):
+            return await self._plain._arun_one(call, input_type, tool_runtime)
+        return await super()._arun_one(call, input_type, tool_runtime)
 
 
 def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCatalog) -> bool:

@@ -18,6 +18,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
 )
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.config import get_config
 from langgraph.constants import TAG_NOSTREAM
@@ -27,6 +28,7 @@ from graphs.admission import blocked_reason, point_slot
 from graphs.agent import from_wire, to_wire
 from graphs.governance import Governance, Session, session_of
 from graphs.host_state import BLOCKED
+from graphs.in_process import run_sync
 from graphs.run_config import EngineRun
 from graphs.structured import StructuredAnswer, StructuredAnswerRefused
 
@@ -41,12 +43,31 @@ class ModelSeam(AgentMiddleware[AgentState[Any], Any, Any]):
     #: What governs the calls (``ApprovalMiddleware`` assembles it).
     governance: Governance
 
+    def _run_of(self, config: RunnableConfig) -> EngineRun | None:
+        """The run the model call belongs to; ``None``: nothing governs model calls here."""
+        return EngineRun.of(config)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
-        raise NotImplementedError(ASYNC_ONLY)
+        """Synchronous agents (``invoke``) run in-process: a model call nothing governs goes
+        straight to the model; a governed one runs the asynchronous seam."""
+        try:
+            config = get_config()
+        except RuntimeError:
+            return handler(request)
+        if self._run_of(config) is None:
+            return handler(request)
+
+        async def model(r: ModelRequest[Any]) -> ModelResponse[Any]:
+            return handler(r)
+
+        async def seam() -> ModelCallResult[Any]:
+            return await self.awrap_model_call(request, model)
+
+        return run_sync(seam)
 
     async def awrap_model_call(
         self,
@@ -58,7 +79,9 @@ class ModelSeam(AgentMiddleware[AgentState[Any], Any, Any]):
         conversation) and, for a final answer, ``output`` (the answer enters the state only
         once ``output`` allowed it, as ``output`` left it). A deny ends the run, blocked."""
         config = get_config()
-        run = EngineRun.of(config)
+        run = self._run_of(config)
+        if run is None:
+            return await handler(request)
         session = session_of(
             config, self.governance, graph=run.graph, run_id=run.run_id, principal=run.principal
         )

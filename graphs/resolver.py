@@ -42,6 +42,7 @@ from approvals.model import (
 )
 from approvals.ports import ApprovalRequests, NewRequest
 from approvals.redaction import redact_shown, redacted_paths, restore, withheld
+from graphs import hitl
 
 #: The values a run withheld from approvers in its requests before this one (read from the
 #: run's state: ``graphs.withheld.earlier_withheld``).
@@ -50,17 +51,13 @@ EarlierWithheld = Callable[[NewRequest], Awaitable[list[Any]]]
 
 def pause(request: PendingCall) -> NoReturn:
     """Interrupt the run until a human decides ``request``."""
-    payload = {
-        "request_id": request.id,
-        "call_id": request.call_id,
-        "tool": request.tool,
-        "identity": request.identity,
-        "expires_at": request.expires_at.isoformat(),
-    }
+    # HumanInTheLoopMiddleware's shape (``graphs.hitl``), so any HITL client renders it, with
+    # the engine's fields (request id, identity, expiry, shown digest) beside.
+    value = hitl.payload(request)
     # interrupt() returns only when a resume value was already given to this task. The
     # server's record is the truth, and it holds no decision for this request: pause again.
     while True:
-        interrupt(payload)
+        interrupt(value)
 
 
 #: The reason of the transform an approver's edited arguments become.

@@ -14,7 +14,7 @@ from typing import Any
 
 from agent_hooks import AgentHooksCoreError, EmitOutcome, InterceptionBlocked
 from langchain_core.messages import ToolMessage
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from approvals.identity import call_identity, idempotency_key
 from approvals.model import DecisionRecord
@@ -72,6 +72,12 @@ def _denied(
     )
 
 
+def _note(decided: list[DecisionRecord] | None, slot: ApprovalSlot) -> None:
+    decision = getattr(slot, "decision", None)
+    if decided is not None and isinstance(decision, DecisionRecord):
+        decided.append(decision)
+
+
 class TransformNotApplicable(RuntimeError):
     """A transform left a value the run cannot go on with: the run fails, visibly."""
 
@@ -113,7 +119,9 @@ class ToolStep(LedgerExecution):
         principal: str,
         state_version: str | None = None,
         tool_counts: Mapping[str, int] | None = None,
+        decided: list[DecisionRecord] | None = None,
     ) -> ToolMessage:
+        """``decided``, when given, receives the human decision the call took, if one did."""
         call_id = str(call["id"])
         name = str(call["name"])
         tool = self._tools.get(name)
@@ -176,20 +184,27 @@ class ToolStep(LedgerExecution):
         try:
             outcome = await session.emit(ctx, slot)
         except InterceptionBlocked as blocked:
+            _note(decided, slot)
             return _denied(call_id, name, blocked, getattr(slot, "decision", None))
+        _note(decided, slot)
         settled = await self._settle_edits(
             session, tool, tool_call, shown, extensions, slot, outcome
         )
         if isinstance(settled, ToolMessage):
             return settled
-        final_args, approved = settled
+        final_args, approved, edit = settled
         if final_args != args:
             # A policy's transform (or an approver's edit, already validated): validate again
             # against the real schema, and the tool's preconditions against the new values.
+            # An edit that went through unchanged keeps its one validation: a validator that
+            # rewrites a value must not rewrite it twice.
             try:
                 if not isinstance(final_args, dict):
                     raise TypeError(f"arguments must be an object, not {type(final_args).__name__}")
-                parsed = tool.validate(final_args)
+                if edit is not None and edit.model_dump(mode="json") == final_args:
+                    parsed = edit
+                else:
+                    parsed = tool.validate(final_args)
             except (ValidationError, TypeError) as exc:
                 # The model's arguments were fine; the policy broke them. That is an
                 # enforcement failure: it stops the run instead of misleading the model.
@@ -229,26 +244,28 @@ class ToolStep(LedgerExecution):
         extensions: dict[str, Any],
         slot: ApprovalSlot,
         outcome: EmitOutcome,
-    ) -> tuple[Any, str | None] | ToolMessage:
-        """The arguments to run and the identity a human approved for them (``None``: nobody
-        was asked), after every approver's edit went through ``pre_tool_call`` again; or the
-        control error that ends the call.
+    ) -> tuple[Any, str | None, BaseModel | None] | ToolMessage:
+        """The arguments to run, the identity a human approved for them (``None``: nobody
+        was asked) and the last edit as validated, after every approver's edit went through
+        ``pre_tool_call`` again; or the control error that ends the call.
 
         An edit is a new call: a deny refuses it, an escalation to the approvers who decided is
         satisfied by their decision, and one to other or more approvers is a new request (for
         the edited arguments, which the editor may not decide) that pauses the run again."""
         name = tool.name
         target, approved = outcome.target, _approved_identity(slot)
+        validated: BaseModel | None = None
         for _ in range(MAX_EDIT_ROUNDS):
             decided, decision = getattr(slot, "request", None), getattr(slot, "decision", None)
             if outcome.record.verdict.reason != EDITED_BY_APPROVER:
-                return target, approved
+                return target, approved, validated
             if decided is None or decision is None:
                 raise AssertionError("an approver's edit without its request and decision")
             try:
                 if not isinstance(target, dict):
                     raise TypeError(f"arguments must be an object, not {type(target).__name__}")
-                edited = tool.validate(target).model_dump(mode="json")
+                validated = tool.validate(target)
+                edited = validated.model_dump(mode="json")
             except (ValidationError, TypeError) as exc:
                 return control_error(
                     call.call_id, name, {"code": "invalid_arguments", "errors": _errors_of(exc)}

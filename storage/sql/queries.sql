@@ -1449,3 +1449,20 @@ SELECT d.id, d.channel, d.status, d.attempts, d.last_error, e.data ->> 'status' 
 -- name: listen_run_events
 -- Wake this connection on every run event (the payload is the run's id).
 LISTEN approvals_run_events;
+
+-- name: ensure_local_run
+-- A run an application invokes itself (graphs.in_process), recorded with its audit entry the
+-- first time one of its calls asks a human; again, nothing.
+WITH run AS (
+    INSERT INTO runs (id, thread_id, graph, status, started_by, input)
+    VALUES (%(id)s, %(thread_id)s, %(graph)s, 'running', %(started_by)s, '{}'::jsonb)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING *
+), audit AS (
+    INSERT INTO audit_events (kind, run_id, principal, data)
+    SELECT 'run.started', run.id, run.started_by,
+           jsonb_build_object('graph', run.graph, 'in_process', true)
+      FROM run
+    RETURNING 1
+)
+SELECT count(*) AS created FROM run;

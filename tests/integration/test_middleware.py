@@ -29,7 +29,7 @@ from approvals.identity import idempotency_key
 from approvals.model import DecisionRecord, ExecutionStatus
 from graphs import ApprovalMiddleware
 from graphs.lc_tools import from_langchain
-from graphs.run_config import NotRunByEngine, engine_configurable
+from graphs.run_config import engine_configurable
 from tests.integration import middleware_graphs
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.inprocess import invoke
@@ -249,13 +249,19 @@ async def test_a_json_schema_tool_waits_and_runs_its_edited_arguments(lc: Engine
     assert effect["args"] == {"n": 41}
 
 
-async def test_an_agent_invoked_outside_the_engine_fails_naming_the_fix(lc: Engine) -> None:
+async def test_an_agent_invoked_outside_the_engine_pauses_in_process_not_in_the_engine(
+    lc: Engine,
+) -> None:
+    """Invoked by the application itself, the agent pauses as HumanInTheLoopMiddleware does,
+    in its own ``LocalApprovals`` (in memory here): nothing reaches the engine's tables, and no
+    resume value ever decides a run the engine hosts."""
     graph = lc.registry.get("lc_refund")
-    with pytest.raises(NotRunByEngine, match="approvals_run_id"):
-        await graph.ainvoke(
-            {"messages": [{"role": "user", "content": "refund 1001 25"}]},
-            {"configurable": {"thread_id": "by-hand"}},
-        )
+    out = await graph.ainvoke(
+        {"messages": [{"role": "user", "content": "refund 1001 25"}]},
+        {"configurable": {"thread_id": "by-hand"}},
+    )
+    [intr] = out["__interrupt__"]
+    assert intr.value["action_requests"][0]["name"] == "issue_refund"
     assert await scalar(lc, "select count(*) from approval_requests") == 0
 
 
@@ -453,8 +459,8 @@ async def test_a_denied_model_response_never_enters_the_conversation(hooked: Eng
 @pytest.mark.parametrize(
     ("interrupt_on", "error"),
     [
-        ({"t": {"allowed_decisions": ["approve"], "when": lambda r: True}}, ValueError),
-        ({"t": {"allowed_decisions": ["approve"], "description": lambda *a: "x"}}, TypeError),
+        ({"t": {"allowed_decisions": ["approve"], "whenever": lambda r: True}}, ValueError),
+        ({"t": {"allowed_decisions": ["approve"], "description": 42}}, TypeError),
         ({"t": {"allowed_decisions": ["maybe"]}}, ValueError),
         ({"t": "yes"}, TypeError),
     ],
@@ -462,7 +468,7 @@ async def test_a_denied_model_response_never_enters_the_conversation(hooked: Eng
 def test_what_the_engine_cannot_honour_is_refused_when_the_agent_is_built(
     interrupt_on: dict[str, Any], error: type[Exception]
 ) -> None:
-    """Never later: a predicate re-run on resume could run a call nobody approved."""
+    """A malformed entry is refused when the agent is built, never after an approval."""
     with pytest.raises(error, match="interrupt_on"):
         ApprovalMiddleware(interrupt_on=interrupt_on)
 

@@ -1,0 +1,270 @@
+"""An ``ApprovalMiddleware`` agent that the application invokes itself, as
+``HumanInTheLoopMiddleware``'s users do: ``agent.invoke(...)`` pauses, and
+``agent.invoke(Command(resume=...), config)`` carries the human's decision.
+
+The engine's guarantees hold here too. The pending call is recorded (``LocalApprovals``: in
+memory by default, or the engine's PostgreSQL tables), the resume value becomes a decision made
+by the application's principal, consumed once and bound to the identity of the arguments that
+were shown, and the tool runs at most once under the execution ledger, however many resumes
+race. A resume that loses the race gets the stored decision, never its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, NoReturn, Protocol, TypeVar
+
+from agent_hooks import ApprovalRequest, ApprovalResolution
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+
+from approvals.decisions import decide
+from approvals.errors import RequestNotPending
+from approvals.memory.requests import MemoryApprovalRequests, MemoryDecisions
+from approvals.memory.runs import MemoryToolLedger
+from approvals.memory.store import MemoryStore
+from approvals.model import DecisionRecord, PendingCall, Vote
+from approvals.ports import ApprovalRequests, Decisions, NewRequest, ToolLedger
+from graphs import hitl
+from graphs.deps import GraphDeps
+from graphs.resolver import StoredDecisionResolver
+from graphs.run_config import EngineRun
+
+T = TypeVar("T")
+
+
+class RecordRun(Protocol):
+    async def __call__(
+        self, *, run_id: str, thread_id: str, graph: str, principal: str
+    ) -> None: ...
+
+
+#: The principal an application's own decisions are recorded under, unless it names one.
+APP_PRINCIPAL = "app:local"
+#: The graph name in-process runs are recorded under, unless the middleware names one.
+IN_PROCESS_GRAPH = "in-process"
+
+
+class DecisionsOnlyThroughEngine(RuntimeError):
+    """A resume value reached an agent configured to take decisions only from approvers."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this ApprovalMiddleware takes decisions only from approvers (resume_decisions="
+            '"refuse"): run the agent through the approvals engine and decide in the web app, '
+            "the API or the CLI"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalApprovals:
+    """Where an in-process agent keeps its pending calls, decisions and tool executions.
+
+    ``LocalApprovals.in_memory()`` (the default) lives as long as the process;
+    ``web.local.connect`` gives the engine's PostgreSQL tables, so in-process calls also show
+    in the inbox and the audit log."""
+
+    requests: ApprovalRequests
+    decisions: Decisions
+    ledger: ToolLedger
+    #: Who the application's decisions are recorded as (``app:NAME``).
+    principal: str = APP_PRINCIPAL
+    request_ttl: timedelta = timedelta(hours=24)
+    #: Records a run before its first request (a database's requests reference their run).
+    runs: RecordRun | None = None
+    #: Serializes the steps of one thread in this process: a resume racing another one waits
+    #: for it and then reads what it recorded, instead of finding its tool mid-run.
+    _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def in_memory(cls, principal: str = APP_PRINCIPAL) -> LocalApprovals:
+        store = MemoryStore()
+        return cls(
+            requests=MemoryApprovalRequests(store),
+            decisions=MemoryDecisions(store),
+            ledger=MemoryToolLedger(store),
+            principal=principal,
+        )
+
+    def lock(self, thread_id: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(thread_id, threading.Lock())
+
+    async def consume(self, request: PendingCall, decision: hitl.Ruled) -> DecisionRecord | None:
+        """Record ``decision`` for ``request`` as the application's, once: a request another
+        resume decided first keeps that decision (``None`` here; read it back)."""
+
+        async def as_given(_: PendingCall, args: dict[str, Any]) -> dict[str, Any]:
+            # The tool step puts the edited call through pre_tool_call again before it runs.
+            return args
+
+        try:
+            made = await decide(
+                self.requests,
+                self.decisions,
+                request.id,
+                decision.ruling,
+                principal=self.principal,
+                reason=decision.reason,
+                args=decision.args,
+                message=decision.message,
+                recheck=as_given,
+                read=request,
+            )
+        except RequestNotPending:
+            return None
+        if isinstance(made, Vote):
+            raise RuntimeError(
+                f"request {request.id} needs {made.quorum} approvers: an application's "
+                "resume cannot decide it; decide it through the engine"
+            )
+        return made
+
+
+class DecidedHere(Exception):
+    """The in-process pause returned a decision (the resume value); the tool seam records it
+    and runs the step again, which then reads the decision it recorded."""
+
+    def __init__(self, request: PendingCall, decision: Any) -> None:
+        super().__init__(request.id)
+        self.request = request
+        self.decision = decision
+
+
+class InProcessSlot:
+    """The approval seam of an in-process run: the stored decision, as in the engine, and
+    where there is none yet, the decision the application gave (``given``: HITL's batched
+    after_model took it) or the one its resume carries (the pause is HITL's per-call
+    interrupt)."""
+
+    def __init__(
+        self,
+        local: LocalApprovals,
+        new: NewRequest,
+        given: hitl.Ruled | None,
+        interrupt: Callable[..., Any],
+        schema: Callable[[PendingCall], Any],
+        graph: str = IN_PROCESS_GRAPH,
+    ) -> None:
+        self._graph = graph
+        self._local = local
+        self._new = new
+        self._given = given
+        self._interrupt = interrupt
+        self._schema = schema
+        self._inner = StoredDecisionResolver(local.requests, new)
+
+    @property
+    def request(self) -> PendingCall | None:
+        return self._inner.request
+
+    @property
+    def decision(self) -> DecisionRecord | None:
+        return self._inner.decision
+
+    @property
+    def failed(self) -> bool:
+        return self._inner.failed
+
+    @property
+    def awaiting_human(self) -> bool:
+        return self._inner.awaiting_human
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        if self._local.runs is not None:
+            await self._local.runs(
+                run_id=self._new.run_id,
+                thread_id=self._new.thread_id,
+                graph=self._graph,
+                principal=self._new.requested_by,
+            )
+        resolution = await self._inner.resolve(request)
+        if self._given is not None and self._inner.awaiting_human:
+            assert self._inner.request is not None
+            await self._local.consume(self._inner.request, self._given)
+            self._inner = StoredDecisionResolver(self._local.requests, self._new)
+            resolution = await self._inner.resolve(request)
+        return resolution
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        """HITL's per-call pause: the interrupt returns the resume value once there is one."""
+        request = self._inner.request
+        assert request is not None
+        answer = self._interrupt(
+            hitl.payload(request, "per_call"), response_schema=self._schema(request)
+        )
+        raise DecidedHere(request, answer)
+
+
+def in_process_run(
+    config: RunnableConfig, local: LocalApprovals, graph: str, turn: str | None
+) -> EngineRun:
+    """The run an in-process invocation's call belongs to: its thread and the model turn
+    that proposed the call (a model may reuse call ids across turns; the ledger keys by run
+    and call). No thread: a throwaway run (nothing can resume it)."""
+    configurable = config.get("configurable") or {}
+    thread = configurable.get("thread_id")
+    thread_id = str(thread) if thread not in (None, "") else f"unthreaded-{uuid.uuid4()}"
+    # A UUID, as the engine's runs are, named by the thread and the turn (stable on resume).
+    run_id = str(uuid.uuid5(_RUNS, f"{thread_id}\x00{turn or uuid.uuid4()}"))
+    deps = GraphDeps(
+        checkpointer=InMemorySaver(),
+        requests=local.requests,
+        ledger=local.ledger,
+        request_ttl=local.request_ttl,
+    )
+    return EngineRun(
+        run_id=run_id,
+        principal=local.principal,
+        graph=graph,
+        thread_id=thread_id,
+        deps=deps,
+        state_version=None,
+    )
+
+
+_RUNS = uuid.UUID("5b0f6c1e-3d0a-4f43-9d55-2f3c4a6c1d70")
+
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="approvals-sync")
+
+
+def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to completion from synchronous code (``invoke``), in this thread when
+    no event loop runs here, else on a worker thread; the caller's context (LangGraph's
+    config) goes with it."""
+    context = copy_context()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return context.run(asyncio.run, make())
+    return _POOL.submit(context.run, asyncio.run, make()).result()
+
+
+async def acquire(lock: threading.Lock) -> None:
+    """Take ``lock`` without blocking the event loop while another holder finishes. (Polled:
+    a thread parked on it would hold one of the executor's workers, which the holder may need
+    to run its tool.)"""
+    delay = 0.001
+    while not lock.acquire(blocking=False):
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def sync_handler(
+    handler: Callable[[Any], T],
+) -> Callable[[Any], Awaitable[T]]:
+    """A synchronous tool handler (ToolNode's ``invoke`` path) as the async one the step
+    calls."""
+
+    async def call(request: Any) -> T:
+        return handler(request)
+
+    return call
