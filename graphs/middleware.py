@@ -421,8 +421,9 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
             return await self._in_process(request, handler, config)
         gate = await _sticky(self._call_gate(request), run.deps.requests, run.run_id)
         with hitl.interrupt_mode(self.interrupt_mode), call_gate(gate):
-            message, _, _ = await self._step(request, handler, run, request.runtime.config)
-        return message
+            message, _, decision = await self._step(request, handler, run, request.runtime.config)
+        # An approver's decision reaches the model as HumanInTheLoopMiddleware words it.
+        return self._as_hitl_answers(request, message, None, decision, None)
 
     async def _in_process(
         self,

@@ -32,8 +32,13 @@ def current_turn(messages: list[BaseMessage]) -> tuple[str, list[ToolMessage]]:
 
 
 def result_of(message: ToolMessage) -> dict[str, Any]:
+    text = str(message.content)
+    # After an approver's edit, the result follows HumanInTheLoopMiddleware's edit notice.
+    notice, marker, result = text.partition("\n\nTool response:\n")
+    if marker and notice.startswith("Note: a human reviewer replaced this tool call"):
+        text = result
     try:
-        value = json.loads(str(message.content))
+        value = json.loads(text)
     except ValueError:
         return {"error": {"message": str(message.content)}}
     return value if isinstance(value, dict) else {"value": value}
