@@ -418,9 +418,14 @@ class ToolExecution:
     error: str | None
     started_at: datetime
     finished_at: datetime | None
+    #: The state update the tool asked for beside its result (a LangChain tool's
+    #: ``Command(update=...)``), as the graph's checkpointer serialized it: its type tag and
+    #: bytes. Never shown: it is given back to the graph when the ledger answers for the call.
+    state_update: tuple[str, bytes] | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ToolExecution:
+        update_type, update = row.get("state_update_type"), row.get("state_update")
         return cls(
             run_id=str(row["run_id"]),
             call_id=row["call_id"],
@@ -432,6 +437,11 @@ class ToolExecution:
             error=row["error"],
             started_at=row["started_at"],
             finished_at=row["finished_at"],
+            state_update=(
+                (update_type, bytes(update))
+                if update_type is not None and update is not None
+                else None
+            ),
         )
 
     def to_json(self) -> dict[str, Any]:

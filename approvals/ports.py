@@ -147,7 +147,11 @@ class ToolLedger(Protocol):
         status: ExecutionStatus,
         result: Any = None,
         error: str | None = None,
-    ) -> ToolExecution: ...
+        state_update: tuple[str, bytes] | None = None,
+    ) -> ToolExecution:
+        """Close a ``started`` execution with its outcome, and the state update its tool asked
+        for (serialized: ``ToolExecution.state_update``); any other row is returned as it is."""
+        ...
 
     async def reconcile(
         self,

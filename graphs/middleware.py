@@ -82,6 +82,7 @@ from graphs.lc_tool_answers import (
     ToolReportedError,
     as_model_sees,
     command_result,
+    recorded_command,
     result_of,
     with_message,
 )
@@ -654,10 +655,20 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
         released = as_model_sees(message)
         raw = answers[0] if answers else None
         decision = decided[0] if decided else None
-        if isinstance(raw, Command) and released.status != "error" and isinstance(raw.update, dict):
+        if released.status == "error":
             # A withheld or failed result applies no state update either.
-            return with_message(raw, released), raw, decision
-        return released, raw, decision
+            return released, raw, decision
+        command: Command[Any] | None = None
+        if isinstance(raw, Command):
+            command = raw if isinstance(raw.update, dict) else None
+        elif raw is None and as_is is None and tool is not None:
+            # The tool did not run here: the ledger answered for a call that ran in an earlier
+            # attempt of this step (another call of the task paused it, or its process died
+            # before it was checkpointed), whose output, the tool's Command with it, was lost.
+            command = await recorded_command(run.deps, run.run_id, call_id)
+        if command is None:
+            return released, raw, decision
+        return with_message(command, released), raw, decision
 
 
 class GovernedToolNode(ToolNode):

@@ -8,6 +8,7 @@ outcome is unknown (its process died mid-call) goes to an operator to reconcile.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +37,18 @@ def control_error(call_id: str, tool: str, error: dict[str, Any]) -> ToolMessage
         name=tool,
         status="error",
     )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WithStateUpdate:
+    """What a tool answered when it also asks the graph's state to change (a LangChain tool's
+    ``Command(update=...)``): ``result`` is recorded and released as any tool's result, and
+    ``state_update`` is kept with it in the ledger, serialized by the graph's checkpointer, so
+    the graph gets it again whenever the ledger answers for the call (the step that ran it was
+    re-run: another call of its task paused, or its process died before it was checkpointed)."""
+
+    result: Any
+    state_update: Any
 
 
 class LedgerExecution:
@@ -185,6 +198,11 @@ class LedgerExecution:
             return await self._reconcile(tool, args_json, call, where)
         try:
             result = await tool.fn(parsed, call)
+            update: tuple[str, bytes] | None = None
+            if isinstance(result, WithStateUpdate):
+                if result.state_update is not None:
+                    update = self._deps.checkpointer.serde.dumps_typed(result.state_update)
+                result = result.result
             json.dumps(result)
         except GraphBubbleUp:
             raise
@@ -212,6 +230,7 @@ class LedgerExecution:
             status=ExecutionStatus.SUCCEEDED,
             result=result,
             error=problem,
+            state_update=update,
         )
         await pause_at("AFTER_TOOL")
         if problem is not None:

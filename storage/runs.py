@@ -185,8 +185,11 @@ class PgToolLedger:
         status: ExecutionStatus,
         result: Any = None,
         error: str | None = None,
+        state_update: tuple[str, bytes] | None = None,
     ) -> ToolExecution:
-        return await self._close("finish_execution", run_id, call_id, status, result, error)
+        return await self._close(
+            "finish_execution", run_id, call_id, status, result, error, state_update
+        )
 
     async def reconcile(
         self,
@@ -197,7 +200,9 @@ class PgToolLedger:
         result: Any = None,
         error: str | None = None,
     ) -> ToolExecution:
-        return await self._close("reconcile_execution", run_id, call_id, status, result, error)
+        return await self._close(
+            "reconcile_execution", run_id, call_id, status, result, error, None
+        )
 
     async def _close(
         self,
@@ -207,6 +212,7 @@ class PgToolLedger:
         status: ExecutionStatus,
         result: Any,
         error: str | None,
+        state_update: tuple[str, bytes] | None,
     ) -> ToolExecution:
         """Write an execution's outcome with ``query`` (a finish, or an operator's answer)."""
         row = await self._db.one(
@@ -217,6 +223,8 @@ class PgToolLedger:
                 "status": status.value,
                 "result": json(result),
                 "error": error,
+                "state_update_type": state_update[0] if state_update else None,
+                "state_update": state_update[1] if state_update else None,
             },
         )
         assert row is not None

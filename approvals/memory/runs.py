@@ -126,9 +126,12 @@ class MemoryToolLedger:
         status: ExecutionStatus,
         result: Any = None,
         error: str | None = None,
+        state_update: tuple[str, bytes] | None = None,
     ) -> ToolExecution:
         """Close a ``started`` execution; any other row is returned unchanged."""
-        return self._close(ExecutionStatus.STARTED, run_id, call_id, status, result, error)
+        return self._close(
+            ExecutionStatus.STARTED, run_id, call_id, status, result, error, state_update
+        )
 
     async def reconcile(
         self,
@@ -141,7 +144,9 @@ class MemoryToolLedger:
     ) -> ToolExecution:
         """What an operator found about an ``outcome_unknown`` execution; any other row is
         returned unchanged."""
-        return self._close(ExecutionStatus.OUTCOME_UNKNOWN, run_id, call_id, status, result, error)
+        return self._close(
+            ExecutionStatus.OUTCOME_UNKNOWN, run_id, call_id, status, result, error, None
+        )
 
     def _close(
         self,
@@ -151,11 +156,19 @@ class MemoryToolLedger:
         status: ExecutionStatus,
         result: Any,
         error: str | None,
+        state_update: tuple[str, bytes] | None,
     ) -> ToolExecution:
         row = self._store.executions[(run_id, call_id)]
         if row.status is not expected:
             return row
-        row = dataclasses.replace(row, status=status, result=result, error=error, finished_at=now())
+        row = dataclasses.replace(
+            row,
+            status=status,
+            result=result,
+            error=error,
+            finished_at=now(),
+            state_update=state_update,
+        )
         self._store.executions[(run_id, call_id)] = row
         return row
 

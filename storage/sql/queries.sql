@@ -499,7 +499,8 @@ SELECT *, false AS owned FROM tool_executions
 -- Close a started execution (succeeded, failed, or outcome_unknown after a crash).
 WITH finished AS (
     UPDATE tool_executions
-       SET status = %(status)s, result = %(result)s, error = %(error)s, finished_at = now()
+       SET status = %(status)s, result = %(result)s, error = %(error)s, finished_at = now(),
+           state_update_type = %(state_update_type)s, state_update = %(state_update)s
      WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'started'
     RETURNING *
 ), audit AS (
@@ -514,10 +515,12 @@ SELECT * FROM tool_executions
  WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND NOT EXISTS (SELECT 1 FROM finished);
 
 -- name: reconcile_execution
--- What an operator found about an execution whose outcome was unknown.
+-- What an operator found about an execution whose outcome was unknown (the tool's state update
+-- is unknown with it: none is recorded).
 WITH reconciled AS (
     UPDATE tool_executions
-       SET status = %(status)s, result = %(result)s, error = %(error)s, finished_at = now()
+       SET status = %(status)s, result = %(result)s, error = %(error)s, finished_at = now(),
+           state_update_type = %(state_update_type)s, state_update = %(state_update)s
      WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND status = 'outcome_unknown'
     RETURNING *
 ), audit AS (

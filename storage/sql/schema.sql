@@ -1079,6 +1079,9 @@ CREATE TABLE public.tool_executions (
     error text,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
+    state_update_type text,
+    state_update bytea,
+    CONSTRAINT tool_executions_state_update_typed CHECK (((state_update IS NULL) = (state_update_type IS NULL))),
     CONSTRAINT tool_executions_status_check CHECK ((status = ANY (ARRAY['started'::text, 'succeeded'::text, 'failed'::text, 'outcome_unknown'::text])))
 );
 

@@ -27,14 +27,6 @@ GRAPHS = {
 }
 MESSAGE = "credit 1001 15 1002 5"
 
-#: The ledger answers for a call that ran in an earlier attempt of its step with the call's
-#: result message only: the rest of the tool's Command is in no durable place.
-LOST_ON_REPLAY = (
-    "the ledger keeps no Command update: graphs/middleware.py awrap_tool_call answers a call "
-    "the ledger already ran with its ToolMessage only (issue 31 item 6; the patch is in the "
-    "item-6 report)"
-)
-
 
 @pytest.fixture
 async def engine(database_url: str, tmp_path: Path) -> Any:
@@ -95,7 +87,6 @@ async def test_create_agent_keeps_both_calls_updates_approved_one_at_a_time(
     assert sorted(state["notes"]) == ["credited 15.00 to 1001", "credited 5.00 to 1002"]
 
 
-@pytest.mark.xfail(strict=True, reason=LOST_ON_REPLAY)
 async def test_a_governed_tool_node_keeps_both_calls_updates_approved_one_at_a_time(
     engine: Engine,
 ) -> None:
@@ -108,7 +99,6 @@ async def test_a_governed_tool_node_keeps_both_calls_updates_approved_one_at_a_t
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=LOST_ON_REPLAY)
 @pytest.mark.parametrize("graph", ["credit", "credit_agent"])
 async def test_a_worker_killed_after_the_tool_ran_loses_no_update(
     engine: Engine, graph: str, cli_env: dict[str, str]
