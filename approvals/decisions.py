@@ -24,6 +24,7 @@ from approvals.errors import (
 from approvals.identity import call_identity
 from approvals.json_values import check_inputs
 from approvals.model import (
+    NO_REASON,
     DecisionKind,
     DecisionRecord,
     PendingCall,
@@ -110,8 +111,12 @@ async def decide(
     check: RequestCheck | None = None,
     override_by: str | None = None,
     read: PendingCall | None = None,
+    require_reason: bool = False,
 ) -> DecisionRecord | Vote:
     """Decide one pending call as ``principal``.
+
+    A rejection without a reason is recorded with ``NO_REASON`` (HumanInTheLoopMiddleware's
+    reject needs none), unless ``require_reason`` (``APPROVALS_REQUIRE_REJECT_REASON``).
 
     Edited arguments go through ``recheck`` (the policy, again) before anything is consumed;
     without one, edits are refused. A request whose shown copy no longer matches its digest is
@@ -153,7 +158,9 @@ async def decide(
     if verdict is Ruling.REJECT and args is not None:
         raise InvalidDecision(canonical, "edited arguments only go with approve")
     if verdict is Ruling.REJECT and not (reason and reason.strip()):
-        raise InvalidDecision(canonical, "a rejection needs a reason")
+        if require_reason:
+            raise InvalidDecision(canonical, "a rejection needs a reason")
+        reason = NO_REASON
     if args is not None and not isinstance(args, dict):
         raise InvalidDecision(canonical, "edited arguments must be a JSON object")
     if verdict is Ruling.RESPOND:

@@ -106,6 +106,10 @@ class DecisionKind(enum.StrEnum):
 DECISION_TYPES = ("approve", "edit", "reject", "respond")
 #: What a request offers unless its tool or policy says otherwise (respond must be asked for).
 DEFAULT_DECISIONS = ("approve", "edit", "reject")
+
+#: The reason recorded for a rejection given without one (HumanInTheLoopMiddleware's reject
+#: carries none unless the reviewer wrote one; ``require_reject_reason`` makes one required).
+NO_REASON = "rejected without a reason"
 #: The most distinct approvers a request may need (a policy's ``quorum``).
 MAX_QUORUM = 20
 

@@ -15,14 +15,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from approvals.model import NO_REASON as _NO_REASON
 from approvals.model import DecisionKind, DecisionRecord, PendingCall, Ruling
 
 InterruptMode = Literal["batched", "per_call"]
 INTERRUPT_MODES: tuple[InterruptMode, ...] = ("batched", "per_call")
 
-#: The reason recorded for a HITL ``reject`` that gave no message (the engine's decisions
-#: always carry one); read back as no message, so the model gets HITL's default text.
-NO_REASON = "rejected without a reason (HumanInTheLoopMiddleware decision)"
+#: The reason recorded for a ``reject`` that gave no message (``approvals.model.NO_REASON``);
+#: read back as no message, so the model gets HITL's default text.
+NO_REASON = _NO_REASON
 
 #: How the current call's pause is shaped; set by ``ApprovalMiddleware`` around its tool step.
 _MODE: ContextVar[InterruptMode] = ContextVar("approvals_interrupt_mode", default="per_call")

@@ -550,6 +550,9 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
         or answered call, the tool's own message when it ran, with the edit notice."""
         call = request.tool_call
         name = str(call.get("name"))
+        if decision is not None and decision.principal.startswith("system:"):
+            # Not a person's decision (an expiry): the engine's own error says what happened.
+            return message
         if decision is not None and decision.kind in (DecisionKind.REJECT, DecisionKind.RESPOND):
             return _answer_message(call, hitl.as_hitl(decision, name))  # type: ignore[arg-type]
         result: ToolMessage | Command[Any] = message

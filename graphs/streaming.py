@@ -90,6 +90,10 @@ async def invoke_streaming(
             if node == _INTERRUPT:
                 interrupts.extend(update)
                 continue
+            if update is None and node.endswith(".after_model"):
+                # ApprovalMiddleware's after_model (HITL's hook) under the engine: it writes
+                # nothing (the tool seam pauses), so it is no news to a run's followers.
+                continue
             await publish(str(node), update_data(update))
     if interrupts:
         return (

@@ -191,6 +191,7 @@ class Engine(EngineReads, EngineEdits):
             message=message,
             check=may_decide,
             read=found,
+            require_reason=self.settings.require_reject_reason,
         )
 
     async def console_principal(self, text: str, *, deciding: bool = False) -> str:
@@ -246,6 +247,7 @@ class Engine(EngineReads, EngineEdits):
             recheck=self.recheck_edit,
             message=message,
             override_by=override_by or principal,
+            require_reason=self.settings.require_reject_reason,
         )
 
     async def cancel_run(

@@ -281,10 +281,15 @@ def router() -> APIRouter:
     ) -> Response:
         check_form(request, session, csrf)
         found = await _request(request, session.principal, request_id)
-        error = _text_error(reason, "A rejection needs a reason.", "The reason")
+        required = _engine(request).settings.require_reject_reason
+        error = (
+            _text_error(reason, "A rejection needs a reason.", "The reason")
+            if required or reason.strip()
+            else None
+        )
         if error is not None:
             return await _detail(request, session, found.id, 422, reject_error=error)
-        return await _decide(request, session, found, "reject", reason=reason.strip())
+        return await _decide(request, session, found, "reject", reason=reason.strip() or None)
 
     @pages.post("/requests/{request_id}/respond")
     async def respond(

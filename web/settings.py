@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     request_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     worker_concurrency: int = Field(default=4, ge=1, le=64)
     pool_max_size: int = Field(default=20, ge=2, le=500)
+    #: Refuse a rejection without a reason (the web form, the API, the CLI). Off by default,
+    #: as HumanInTheLoopMiddleware takes a reject without one (the model gets its default text).
+    require_reject_reason: bool = False
     graphs: dict[str, str] = Field(default_factory=dict)
 
     # ---- the web app -------------------------------------------------------------------

@@ -145,7 +145,8 @@ async def test_decide_exit_codes_for_a_decided_request(
     again = await invoke(cli_env, "decide", run.pending[0], "approve", "--as", "bob")
     assert again.code == 3
     assert "no longer pending (status: rejected)" in again.stderr
-    invalid = await invoke(cli_env, "decide", run.pending[0], "reject", "--as", "bob")
+    strict = {**cli_env, "APPROVALS_REQUIRE_REJECT_REASON": "true"}
+    invalid = await invoke(strict, "decide", run.pending[0], "reject", "--as", "bob")
     assert invalid.code == 2
     assert "needs a reason" in invalid.stderr
 

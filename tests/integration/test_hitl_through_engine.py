@@ -338,15 +338,6 @@ async def test_a_rejected_call_never_runs_and_its_answer_stays_paired(through: T
     assert_paired(await through.messages("batched", out.thread_id))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "HITL's reject without a message gives the model its default text; over the engine's "
-        "API a rejection needs a reason (approvals.decisions.decide: 'a rejection needs a "
-        "reason', 422) and no setting makes it optional, though issue 31 asks for the required "
-        "reason to be an opt-in."
-    ),
-)
 async def test_a_reject_without_a_reason_gives_the_model_hitls_default_text(
     through: Through,
 ) -> None:

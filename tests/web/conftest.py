@@ -39,6 +39,8 @@ def web_settings(database_url: str, tmp_path: Path) -> Settings:
         config_file=tmp_path / "none.toml",
         secret_key="test-secret-key-" + "x" * 32,
         login_attempts=3,
+        # The stricter rule, so the form's and the API's refusal stay covered.
+        require_reject_reason=True,
     )
 
 
