@@ -15,8 +15,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from langchain.agents.middleware.human_in_the_loop import _decision_schema
+from pydantic import TypeAdapter
+
+from approvals.model import DECISION_TYPES, DecisionKind, DecisionRecord, PendingCall, Ruling
 from approvals.model import NO_REASON as _NO_REASON
-from approvals.model import DecisionKind, DecisionRecord, PendingCall, Ruling
 
 InterruptMode = Literal["batched", "per_call"]
 INTERRUPT_MODES: tuple[InterruptMode, ...] = ("batched", "per_call")
@@ -83,6 +86,17 @@ def payload(request: PendingCall, mode: InterruptMode | None = None) -> dict[str
             "description": description,
         }
     return {**hitl, **engine_fields(request)}
+
+
+def response_schema(request: PendingCall) -> dict[str, Any]:
+    """The JSON schema of the HITL decisions ``request`` offers (HITL's per-call
+    ``response_schema``), an edit's arguments as the request's own schema records them."""
+    allowed = [d for d in request.offered_decisions if d in DECISION_TYPES]
+    schema = TypeAdapter(_decision_schema(allowed or ["reject"], request.tool)).json_schema()  # type: ignore[arg-type]
+    defs = schema.get("$defs")
+    if isinstance(defs, dict) and "EditedAction" in defs:
+        defs["EditedAction"]["properties"]["args"] = request.args_schema or {"type": "object"}
+    return schema
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

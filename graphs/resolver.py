@@ -54,10 +54,13 @@ def pause(request: PendingCall) -> NoReturn:
     # HumanInTheLoopMiddleware's shape (``graphs.hitl``), so any HITL client renders it, with
     # the engine's fields (request id, identity, expiry, shown digest) beside.
     value = hitl.payload(request)
+    # Per call, HITL publishes the decisions the call takes as the interrupt's schema; here as
+    # a document only (a dict is published, never checked): the resume value is the engine's.
+    schema = hitl.response_schema(request) if value.get("type") == "tool_approval" else None
     # interrupt() returns only when a resume value was already given to this task. The
     # server's record is the truth, and it holds no decision for this request: pause again.
     while True:
-        interrupt(value)
+        interrupt(value, response_schema=schema)
 
 
 #: The reason of the transform an approver's edited arguments become.
