@@ -12,6 +12,7 @@ race. A resume that loses the race gets the stored decision, never its own.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
@@ -79,6 +80,9 @@ class LocalApprovals:
     request_ttl: timedelta = timedelta(hours=24)
     #: Records a run before its first request (a database's requests reference their run).
     runs: RecordRun | None = None
+    #: The event loop the ports belong to (a database pool's), where a synchronous
+    #: ``invoke``'s steps run; ``None``: any loop (the in-memory store).
+    loop: asyncio.AbstractEventLoop | None = None
     #: Serializes the steps of one thread in this process: a resume racing another one waits
     #: for it and then reads what it recorded, instead of finding its tool mid-run.
     _locks: dict[str, threading.Lock] = field(default_factory=dict, repr=False)
@@ -233,19 +237,64 @@ def in_process_run(
 
 _RUNS = uuid.UUID("5b0f6c1e-3d0a-4f43-9d55-2f3c4a6c1d70")
 
+#: How long a synchronous ``invoke`` waits for the loop its database belongs to to answer.
+OWNER_LOOP_TIMEOUT = 5.0
+
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="approvals-sync")
 
 
-def run_sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+def run_sync(
+    make: Callable[[], Coroutine[Any, Any, T]], owner: asyncio.AbstractEventLoop | None = None
+) -> T:
     """Run a coroutine to completion from synchronous code (``invoke``), in this thread when
     no event loop runs here, else on a worker thread; the caller's context (LangGraph's
-    config) goes with it."""
+    config) goes with it. ``owner``: the loop the coroutine's ports belong to (a database
+    pool), where it runs instead, this thread waiting."""
     context = copy_context()
     try:
-        asyncio.get_running_loop()
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
+        running = None
+    if owner is not None:
+        if owner is running or not owner.is_running():
+            raise RuntimeError(
+                "this agent's LocalApprovals is on a database opened in an event loop that "
+                + ("this thread is running" if owner is running else "is not running")
+                + ": invoke the agent with ainvoke/astream in that loop, or call invoke from "
+                "another thread while the loop runs"
+            )
+        # The loop may be this very invocation's caller, blocked in ``invoke``: it would never
+        # run what is sent to it. Ask it for a sign of life first.
+        alive: concurrent.futures.Future[None] = concurrent.futures.Future()
+        owner.call_soon_threadsafe(alive.set_result, None)
+        try:
+            alive.result(timeout=OWNER_LOOP_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            raise RuntimeError(
+                "this agent's LocalApprovals is on a database opened in an event loop that does "
+                f"not answer within {OWNER_LOOP_TIMEOUT:.0f} s (is invoke called from it?): use "
+                "ainvoke/astream in that loop, or call invoke from another thread"
+            ) from None
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def start() -> None:
+            task = owner.create_task(make(), context=context)
+            task.add_done_callback(lambda t: _settle(done, t))
+
+        owner.call_soon_threadsafe(start)
+        return done.result()
+    if running is None:
         return context.run(asyncio.run, make())
     return _POOL.submit(context.run, asyncio.run, make()).result()
+
+
+def _settle(done: concurrent.futures.Future[T], task: asyncio.Task[T]) -> None:
+    if task.cancelled():
+        done.cancel()
+    elif (error := task.exception()) is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(task.result())
 
 
 async def acquire(lock: threading.Lock) -> None:

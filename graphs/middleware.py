@@ -405,7 +405,9 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
             return HumanInTheLoopMiddleware.wrap_tool_call(self, request, handler)
         if _engine_run(config) is not None:
             raise NotImplementedError(ASYNC_ONLY)
-        return run_sync(lambda: self._in_process(request, sync_handler(handler), config))
+        return run_sync(
+            lambda: self._in_process(request, sync_handler(handler), config), self.local.loop
+        )
 
     async def awrap_tool_call(
         self,

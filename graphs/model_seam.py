@@ -67,7 +67,8 @@ class ModelSeam(AgentMiddleware[AgentState[Any], Any, Any]):
         async def seam() -> ModelCallResult[Any]:
             return await self.awrap_model_call(request, model)
 
-        return run_sync(seam)
+        # (An ApprovalMiddleware's LocalApprovals on a database: its steps run in its loop.)
+        return run_sync(seam, getattr(getattr(self, "local", None), "loop", None))
 
     async def awrap_model_call(
         self,

@@ -5,6 +5,7 @@ reads."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -32,6 +33,7 @@ async def local_approvals(
             ledger=PgToolLedger(db),
             principal=principal,
             runs=PgLocalRuns(db).ensure,
+            loop=asyncio.get_running_loop(),
         )
     finally:
         await pool.close()

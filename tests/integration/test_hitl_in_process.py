@@ -244,3 +244,66 @@ async def test_a_when_predicate_that_says_no_lets_the_call_run_unasked() -> None
     )
     assert "__interrupt__" not in out
     assert ran == [{"order_id": "1001", "amount": 25.0}]
+
+
+def test_sync_invokes_racing_on_postgres_run_each_refund_once(database_url: str) -> None:
+    """``invoke`` from threads, the database's pool on a loop of its own (as a sync
+    application keeps it): several conversations at once, each raced by several resumes."""
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    opened = local_approvals(database_url)
+    try:
+        local = asyncio.run_coroutine_threadsafe(opened.__aenter__(), loop).result(30)
+        conversations = []
+        for _ in range(4):
+            ran: list[dict[str, Any]] = []
+            agent = _refund_agent(
+                ApprovalMiddleware(interrupt_on={"issue_refund": True}, local=local), ran
+            )
+            config = {"configurable": {"thread_id": str(uuid.uuid4())}}
+            agent.invoke({"messages": [HumanMessage("refund 1001")]}, config)
+            conversations.append((agent, config, ran))
+        start = threading.Barrier(16)
+        errors: list[BaseException] = []
+
+        def resume(agent: Any, config: Any) -> None:
+            start.wait(10)
+            try:
+                agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
+            except BaseException as exc:  # collected, asserted below
+                errors.append(exc)
+
+        racers = [
+            threading.Thread(target=resume, args=(agent, config))
+            for agent, config, _ in conversations
+            for _ in range(4)
+        ]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join(60)
+        assert not any(r.is_alive() for r in racers)
+        assert errors == []
+        assert [len(ran) for _, _, ran in conversations] == [1, 1, 1, 1]
+    finally:
+        asyncio.run_coroutine_threadsafe(opened.__aexit__(None, None, None), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(10)
+        loop.close()
+
+
+async def test_sync_invoke_in_the_loop_that_owns_the_database_is_refused_naming_the_fix(
+    database_url: str,
+) -> None:
+    async with local_approvals(database_url) as local:
+        agent = _refund_agent(
+            ApprovalMiddleware(
+                interrupt_on={"issue_refund": True}, interrupt_mode="per_call", local=local
+            ),
+            [],
+        )
+        with pytest.raises(RuntimeError, match="ainvoke"):
+            agent.invoke(
+                {"messages": [HumanMessage("refund")]}, {"configurable": {"thread_id": "own"}}
+            )
