@@ -17,6 +17,14 @@ async def side_effects(engine: Engine, run_id: str, call_id: str) -> list[dict[s
     return await engine.effects.for_call(run_id, call_id)
 
 
+async def thread_values(engine: Engine, graph: str, thread_id: str) -> dict[str, Any]:
+    """The state a registered graph's thread holds now."""
+    snapshot = await engine.registry.get(graph).aget_state(
+        {"configurable": {"thread_id": thread_id}}
+    )
+    return dict(snapshot.values)
+
+
 async def scalar(engine: Engine, query: str, *params: Any) -> Any:
     async with engine.connection() as conn:
         row = await (await conn.execute(query, params)).fetchone()

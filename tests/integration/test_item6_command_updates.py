@@ -17,6 +17,7 @@ from langgraph.prebuilt import ToolNode
 
 from approvals.model import ExecutionStatus
 from tests.integration import item6_graphs
+from tests.integration.helpers import thread_values
 from tests.integration.processes import eventually, spawn
 from web.engine import Engine, open_engine
 from web.settings import Settings
@@ -37,11 +38,7 @@ async def engine(database_url: str, tmp_path: Path) -> Any:
         yield engine
 
 
-async def _state(engine: Engine, graph: str, thread_id: str) -> dict[str, Any]:
-    snapshot = await engine.registry.get(graph).aget_state(
-        {"configurable": {"thread_id": thread_id}}
-    )
-    return dict(snapshot.values)
+_state = thread_values
 
 
 async def _approve_one_at_a_time(engine: Engine, graph: str) -> dict[str, Any]:

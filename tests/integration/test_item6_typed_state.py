@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from approvals.errors import InvalidRunInput
-from tests.integration.helpers import scalar
+from tests.integration.helpers import scalar, thread_values
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -29,11 +29,7 @@ async def engine(database_url: str, tmp_path: Path) -> Any:
         yield engine
 
 
-async def _state(engine: Engine, graph: str, thread_id: str) -> dict[str, Any]:
-    snapshot = await engine.registry.get(graph).aget_state(
-        {"configurable": {"thread_id": thread_id}}
-    )
-    return dict(snapshot.values)
+_state = thread_values
 
 
 async def test_a_typing_typeddict_state_takes_its_own_input_keys(engine: Engine) -> None:
