@@ -161,7 +161,7 @@ async def test_engine_decide_reads_the_request_once_and_refuses_a_decided_one_at
     assert (reads, transactions) == ([request_id] * 2, [request_id])
     # An invalid decision on it is still refused as invalid first, as before.
     with pytest.raises(InvalidDecision):
-        await engine.decide(request_id, "reject", principal=late)
+        await engine.decide(request_id, "reject", principal=late, reason="x", args={"a": 1})
     assert await scalar(engine, "select count(*) from decisions") == 1
 
 
