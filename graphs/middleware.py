@@ -43,13 +43,17 @@ from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, Tool
 from langchain_core.messages import ToolCall as LcToolCall
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.prebuilt.tool_node import ToolCallRequest, ToolNode
 from langgraph.pregel import Pregel
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 
+from approvals.errors import ApprovalsError
+from approvals.json_values import check_inputs
 from approvals.model import DecisionKind, DecisionRecord, Ruling
 from approvals.policy import Policy, check_policies_tool_names
 from approvals.ports import ApprovalRequests, NewRequest
@@ -88,7 +92,7 @@ from graphs.lc_tool_answers import (
 )
 from graphs.lc_tools import args_model_of, governed_view
 from graphs.model_seam import ASYNC_ONLY, ModelSeam
-from graphs.run_config import RUN_ID_KEY, EngineRun
+from graphs.run_config import RUN_ID_KEY, EngineRun, NotRunByEngine
 from graphs.tool_step import MAX_EDIT_ROUNDS, ToolStep, control_error
 from graphs.tools import GOVERNED_KEY, GovernedTool, ToolCall, ToolCatalog
 
@@ -152,6 +156,33 @@ def _turn_of(messages: Sequence[Any], call_id: str) -> AIMessage | None:
         ),
         None,
     )
+
+
+def _storable_answer(tool: str, answer: Any) -> Any:
+    """A per-call answer the engine can record (checked before LangGraph saves it, so a bad one
+    can be answered again): a decision ``hitl.ruled`` reads, with storable values."""
+    try:
+        ruled = hitl.ruled(answer, tool)
+        check_inputs(args=ruled.args, message=ruled.message, reason=ruled.reason)
+    except (hitl.InvalidHitlDecision, ApprovalsError) as exc:
+        raise ValueError(str(exc)) from None
+    return answer
+
+
+async def _engine_thread(config: RunnableConfig) -> bool:
+    """Whether the thread's latest checkpoint was written by an engine run (LangGraph keeps the
+    run's ``configurable`` strings, the engine's run id among them, in its metadata)."""
+    configurable = config.get("configurable") or {}
+    saver = configurable.get(CONFIG_KEY_CHECKPOINTER)
+    thread = configurable.get("thread_id")
+    if not isinstance(saver, BaseCheckpointSaver) or thread in (None, ""):
+        return False
+    latest = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    try:
+        found = await saver.aget_tuple(latest)  # type: ignore[arg-type]
+    except NotImplementedError:
+        found = saver.get_tuple(latest)  # type: ignore[arg-type]
+    return found is not None and RUN_ID_KEY in (found.metadata or {})
 
 
 async def _sticky(
@@ -334,10 +365,23 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
             result = HumanInTheLoopMiddleware.after_model(self, state, runtime)
         finally:
             _DECIDING.reset(token)
-        if result is None or not decided:
+        if not decided:
+            if state.get(_DECIDED_KEY):
+                # An earlier turn's decisions never answer this turn's calls.
+                return {**(result or {}), _DECIDED_KEY: {}}
             return result
+        assert result is not None
         last = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage))
-        return {**result, _DECIDED_KEY: {"turn": last.id, "calls": decided}}
+        # A reject or an answer reaches the tool seam like an approval, where it is recorded
+        # and consumed once (a racing resume gets the first recorded decision): HITL's own
+        # answer messages are not written here.
+        answered = {c for c, d in decided.items() if d.get("type") in ("reject", "respond")}
+        kept = [
+            m
+            for m in result.get("messages", [])
+            if not (isinstance(m, ToolMessage) and m.tool_call_id in answered)
+        ]
+        return {**result, "messages": kept, _DECIDED_KEY: {"turn": last.id, "calls": decided}}
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(
@@ -436,6 +480,10 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
     ) -> ToolMessage | Command[Any]:
         """An agent the application invokes itself: HITL's semantics, with the engine's
         guarantees (the decision recorded and consumed once, the tool run at most once)."""
+        if await _engine_thread(config):
+            # A thread the engine runs, invoked by hand (without the engine's keys): its calls
+            # are decided only through the engine, never by a resume value given here.
+            raise NotRunByEngine(RUN_ID_KEY)
         call = request.tool_call
         call_id, name = str(call.get("id")), str(call.get("name"))
         messages = messages_of(request.state)
@@ -450,16 +498,25 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
                 f"Tool call `{name}` has no ID, so no decision can be bound to it. Make sure "
                 "the chat model returns tool call IDs."
             )
-        executed = self._reviewer_edit(request) if self.interrupt_mode == "batched" else None
+        # Decisions read from the state exist only where HITL's batched after_model took them
+        # from the application's resume; under "refuse", or per call, the state holds none.
+        from_after_model = self.interrupt_mode == "batched" and self.resume_decisions == "accept"
+        executed = self._reviewer_edit(request) if from_after_model else None
         if self._gates_only and not gated and executed is None:
             # Nothing governs this call: it runs as ToolNode runs it.
             return await handler(request)
-        given = self._given(request, call_id)
+        given = self._given(request, call_id) if from_after_model else None
         if executed is not None:
             if executed["name"] != name:
                 # Redirected to another tool: that call is what the reviewer approved, and it
                 # goes through the policy like any call.
-                request = self._apply_edit(request, executed)
+                try:
+                    request = self._apply_edit(request, executed)
+                except ValueError as exc:
+                    # Checkpointed already: raising would fail every later invocation too.
+                    return control_error(
+                        call_id, name, {"code": "edit_refused", "message": str(exc)[:500]}
+                    )
                 given = hitl.Ruled(ruling=Ruling.APPROVE)
                 gate = await _sticky(self._call_gate(request), self.local.requests, run.run_id)
             else:
@@ -502,11 +559,14 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
             new,
             given,
             interrupt,
-            lambda pending: _decision_schema(
-                list(pending.offered_decisions),  # type: ignore[arg-type]
-                pending.tool,
-                tool,
-            ),
+            lambda pending: Annotated[
+                _decision_schema(
+                    list(pending.offered_decisions),  # type: ignore[arg-type]
+                    pending.tool,
+                    tool,
+                ),
+                AfterValidator(functools.partial(_storable_answer, pending.tool)),
+            ],
             self.graph_name,
         )
 

@@ -267,7 +267,6 @@ async def test_a_hand_resume_with_some_of_the_engines_keys_is_refused(
     await _still_waiting(hosted, graph, out)
 
 
-@pytest.mark.xfail(strict=True, reason=NO_KEYS_DECIDES)
 @pytest.mark.parametrize("who", ["registered", "twin"])
 @pytest.mark.parametrize("graph", ["batched", "per_call"])
 async def test_a_hand_resume_without_the_engines_keys_decides_nothing(
@@ -382,6 +381,11 @@ def _hole(reason: str, *, mode: str | None = None) -> pytest.MarkDecorator:
     return pytest.mark.xfail(strict=True, reason=f"hole ({mode or 'both modes'}): {reason}")
 
 
+def _closed(reason: str, *, mode: str | None = None) -> tuple[()]:
+    """A hole this attack found and a fix closed (``reason`` says what it was): no mark."""
+    return ()
+
+
 #: Why a batched answer refused after the interrupt returned can never be answered again.
 STUCK_BATCHED = (
     "the batched interrupt (HITL's after_model) has no response_schema, so LangGraph saves the "
@@ -423,7 +427,7 @@ async def test_an_edit_redirected_to_a_tool_a_policy_denies_runs_nothing(mode: s
     [
         pytest.param(
             "batched",
-            marks=_hole(
+            marks=_closed(
                 "HITL's after_model takes the redirect and checkpoints it "
                 "(hitl_edited_tool_calls, approvals_hitl_decided); the tool seam's _apply_edit "
                 "then raises ValueError on every invocation: the thread can never go on",
@@ -486,7 +490,7 @@ UNSTORABLE = [
         "per_call",
         {"order_id": "1001", "amount": float("nan")},
         id="nan-per_call",
-        marks=_hole(STUCK_PER_CALL, mode="per_call"),
+        marks=_closed(STUCK_PER_CALL, mode="per_call"),
     ),
     pytest.param(
         "batched",
@@ -498,7 +502,7 @@ UNSTORABLE = [
         "per_call",
         {"order_id": "\ud800", "amount": 25.0},
         id="surrogate-per_call",
-        marks=_hole(GARBLED_PER_CALL, mode="per_call"),
+        marks=_closed(GARBLED_PER_CALL, mode="per_call"),
     ),
     pytest.param(
         "batched",
@@ -510,7 +514,7 @@ UNSTORABLE = [
         "per_call",
         {"order_id": "10\x0001", "amount": 25.0},
         id="nul-per_call",
-        marks=_hole(STUCK_PER_CALL, mode="per_call"),
+        marks=_closed(STUCK_PER_CALL, mode="per_call"),
     ),
 ]
 
@@ -546,7 +550,7 @@ async def test_an_edit_no_store_can_keep_is_refused_and_nothing_half_written(
                 mode="batched",
             ),
         ),
-        pytest.param("per_call", marks=_hole(STUCK_PER_CALL, mode="per_call")),
+        pytest.param("per_call", marks=_closed(STUCK_PER_CALL, mode="per_call")),
     ],
 )
 async def test_a_respond_with_an_empty_message_is_refused(mode: str) -> None:
@@ -594,7 +598,7 @@ NOT_RECORDED = (
     [
         pytest.param(
             "batched",
-            marks=_hole(
+            marks=_closed(
                 NOT_RECORDED + "; racing an approve, the approve is recorded and runs the "
                 "refund while the rejecting invocation's checkpoint, written last, tells the "
                 "model the call was rejected",
@@ -638,7 +642,7 @@ async def test_racing_reject_and_approve_run_the_tool_at_most_once_as_recorded(
     ],
 )
 @pytest.mark.parametrize(
-    "mode", [pytest.param("batched", marks=_hole(NOT_RECORDED, mode="batched")), "per_call"]
+    "mode", [pytest.param("batched", marks=_closed(NOT_RECORDED, mode="batched")), "per_call"]
 )
 async def test_an_applications_reject_or_respond_is_recorded_as_its_decision(
     mode: str, decision: dict[str, Any]
@@ -768,19 +772,19 @@ STATE_DECIDES = (
         pytest.param(
             "batched",
             "approvals_hitl_decided",
-            marks=_hole(STATE_DECIDES, mode="batched"),
+            marks=_closed(STATE_DECIDES, mode="batched"),
             id="batched-approvals_hitl_decided",
         ),
         pytest.param(
             "per_call",
             "approvals_hitl_decided",
-            marks=_hole(STATE_DECIDES, mode="per_call"),
+            marks=_closed(STATE_DECIDES, mode="per_call"),
             id="per_call-approvals_hitl_decided",
         ),
         pytest.param(
             "batched",
             "hitl_edited_tool_calls",
-            marks=_hole(STATE_DECIDES, mode="batched"),
+            marks=_closed(STATE_DECIDES, mode="batched"),
             id="batched-hitl_edited_tool_calls",
         ),
         pytest.param("per_call", "hitl_edited_tool_calls", id="per_call-hitl_edited_tool_calls"),
@@ -810,7 +814,7 @@ async def test_refuse_takes_no_decision_written_into_the_state(mode: str, forged
         "batched",
         pytest.param(
             "per_call",
-            marks=_hole(
+            marks=_closed(
                 "per call, after_model writes nothing, so approvals_hitl_decided keeps what a "
                 "tool's Command wrote; _given trusts it for the turn it names, and the refund "
                 "runs recorded as the application's approval, nobody asked (HITL itself, per "
