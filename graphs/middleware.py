@@ -26,13 +26,13 @@ import dataclasses
 import functools
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import human_in_the_loop as _hitl_module
 from langchain.agents.middleware.human_in_the_loop import (
     _EDIT_NOTICE,
+    _EDITED_TOOL_CALLS_KEY,
     HumanInTheLoopMiddleware,
     _answer_message,
     _decision_schema,
@@ -123,11 +123,6 @@ class ApprovalState(_HostState, _HumanInTheLoopState[Any]):
 
 
 _DECIDED_KEY = "approvals_hitl_decided"
-
-#: The decisions ``after_model`` processes, by call id, while it runs (``_process_decision``).
-_DECIDING: ContextVar[dict[str, dict[str, Any]] | None] = ContextVar(
-    "approvals_hitl_deciding", default=None
-)
 
 
 def _graph_config() -> RunnableConfig | None:
@@ -359,44 +354,75 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
             return {"jump_to": "end"}
         if _engine_run(config) is not None or self.resume_decisions == "refuse":
             return None
+        if self.interrupt_mode == "per_call":
+            return None  # each call pauses in the tool seam, as HITL's per-call mode does
+        return self._batched_pause(state, runtime)
+
+    def _batched_pause(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """HITL's batched pause (its request, its descriptions, its ``when``), whose answer is
+        checked before LangGraph saves it: a decision per gated call, each one the call allows
+        and the engine can record. A bad answer raises and is not kept, so it can be given again.
+        Every decision, reject and respond included, then reaches the tool seam, where it is
+        recorded and consumed once (a racing resume gets the first recorded decision)."""
+        messages = state["messages"]
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        gated: list[tuple[LcToolCall, Any]] = []
+        for call in last.tool_calls if last is not None else []:
+            config = self.interrupt_on.get(call["name"])
+            if config is not None and self._should_interrupt(call, config, state, runtime):
+                gated.append((call, config))
+        if last is None or not gated:
+            # An earlier turn's decisions never answer this turn's calls.
+            stale: dict[str, Any] = {
+                k: {} for k in (_EDITED_TOOL_CALLS_KEY, _DECIDED_KEY) if state.get(k)
+            }
+            return stale or None
+        shown = [self._create_action_and_config(c, cfg, state, runtime) for c, cfg in gated]
+        request = {
+            "action_requests": [action for action, _ in shown],
+            "review_configs": [review for _, review in shown],
+        }
+
+        def answerable(response: Any) -> Any:
+            decisions = response.get("decisions") if isinstance(response, Mapping) else None
+            if not isinstance(decisions, list) or len(decisions) != len(gated):
+                raise ValueError(f"expected {{'decisions': [...]}} with {len(gated)} decision(s)")
+            for (call, config), decision in zip(gated, decisions, strict=True):
+                kind = decision.get("type") if isinstance(decision, Mapping) else None
+                if kind not in config["allowed_decisions"]:
+                    raise ValueError(
+                        f"decision {kind!r} is not allowed for tool {call['name']!r}: expected "
+                        f"one of {config['allowed_decisions']}"
+                    )
+                _storable_answer(call["name"], decision)
+            return response
+
+        interrupt = getattr(_hitl_module, "interrupt")  # noqa: B009 - as HITL looks it up
+        answer = interrupt(
+            request, response_schema=Annotated[dict[str, Any], AfterValidator(answerable)]
+        )
+        decisions = answer["decisions"]
+        edits: dict[str, Any] = {}
         decided: dict[str, dict[str, Any]] = {}
-        token = _DECIDING.set(decided)
-        try:
-            result = HumanInTheLoopMiddleware.after_model(self, state, runtime)
-        finally:
-            _DECIDING.reset(token)
-        if not decided:
-            if state.get(_DECIDED_KEY):
-                # An earlier turn's decisions never answer this turn's calls.
-                return {**(result or {}), _DECIDED_KEY: {}}
-            return result
-        assert result is not None
-        last = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage))
-        # A reject or an answer reaches the tool seam like an approval, where it is recorded
-        # and consumed once (a racing resume gets the first recorded decision): HITL's own
-        # answer messages are not written here.
-        answered = {c for c, d in decided.items() if d.get("type") in ("reject", "respond")}
-        kept = [
-            m
-            for m in result.get("messages", [])
-            if not (isinstance(m, ToolMessage) and m.tool_call_id in answered)
-        ]
-        return {**result, "messages": kept, _DECIDED_KEY: {"turn": last.id, "calls": decided}}
+        for (call, config), decision in zip(gated, decisions, strict=True):
+            self._process_decision(decision, call, config)  # HITL's own check of the decision
+            if call.get("id"):
+                decided[str(call["id"])] = dict(decision)
+                if decision["type"] == "edit":
+                    edits[str(call["id"])] = decision["edited_action"]
+        return {
+            "messages": [last],
+            _EDITED_TOOL_CALLS_KEY: edits,
+            _DECIDED_KEY: {"turn": last.id, "calls": decided},
+        }
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         return self.after_model(state, runtime)
-
-    def _process_decision(  # type: ignore[override]
-        self, decision: Any, tool_call: LcToolCall, config: Any
-    ) -> tuple[LcToolCall | None, ToolMessage | None]:
-        revised, message = HumanInTheLoopMiddleware._process_decision(decision, tool_call, config)
-        deciding = _DECIDING.get()
-        if deciding is not None and tool_call.get("id"):
-            deciding[str(tool_call["id"])] = dict(decision)
-        return revised, message
 
     # -- the tool seam --------------------------------------------------------------------
 

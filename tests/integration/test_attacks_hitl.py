@@ -1,7 +1,6 @@
 """Attacks on ``ApprovalMiddleware`` as a HumanInTheLoopMiddleware (issue 31), by a hostile
-agent, application or insider. Each test asserts the safe behaviour; where the code does not
-give it yet the test is marked ``xfail(strict=True)`` with the cause, so the fix turns it
-green (and a strict xfail that starts passing fails the run until the mark goes).
+agent, application or insider. Each test asserts the safe behaviour. The holes the attack
+found are closed; ``_closed(...)`` keeps, beside each, what it was.
 
 Under the engine (a run started by ``Runner.start``, resumed by the worker) a resume value is
 never a decision, and the state keys the in-process path reads (HITL's
@@ -377,10 +376,6 @@ async def _resumed(agent: Any, resume: Any, config: RunnableConfig) -> BaseExcep
     return await _refused(lambda: agent.ainvoke(Command(resume=resume), config))
 
 
-def _hole(reason: str, *, mode: str | None = None) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"hole ({mode or 'both modes'}): {reason}")
-
-
 def _closed(reason: str, *, mode: str | None = None) -> tuple[()]:
     """A hole this attack found and a fix closed (``reason`` says what it was): no mark."""
     return ()
@@ -484,7 +479,7 @@ UNSTORABLE = [
         "batched",
         {"order_id": "1001", "amount": float("nan")},
         id="nan-batched",
-        marks=_hole(SILENT_BATCHED, mode="batched"),
+        marks=_closed(SILENT_BATCHED, mode="batched"),
     ),
     pytest.param(
         "per_call",
@@ -496,7 +491,7 @@ UNSTORABLE = [
         "batched",
         {"order_id": "\ud800", "amount": 25.0},
         id="surrogate-batched",
-        marks=_hole(GARBLED_BATCHED, mode="batched"),
+        marks=_closed(GARBLED_BATCHED, mode="batched"),
     ),
     pytest.param(
         "per_call",
@@ -508,7 +503,7 @@ UNSTORABLE = [
         "batched",
         {"order_id": "10\x0001", "amount": 25.0},
         id="nul-batched",
-        marks=_hole(SILENT_BATCHED, mode="batched"),
+        marks=_closed(SILENT_BATCHED, mode="batched"),
     ),
     pytest.param(
         "per_call",
@@ -543,7 +538,7 @@ async def test_an_edit_no_store_can_keep_is_refused_and_nothing_half_written(
     [
         pytest.param(
             "batched",
-            marks=_hole(
+            marks=_closed(
                 "HITL's after_model writes the respond's ToolMessage itself (empty content, "
                 "status success) and the tool seam never sees the call: hitl.ruled's "
                 "non-empty check never runs, and nothing is recorded",
@@ -569,7 +564,7 @@ NOT_OFFERED = [
 
 @pytest.mark.parametrize(
     "mode",
-    [pytest.param("batched", marks=_hole(STUCK_BATCHED, mode="batched")), "per_call"],
+    [pytest.param("batched", marks=_closed(STUCK_BATCHED, mode="batched")), "per_call"],
 )
 @pytest.mark.parametrize("decision", NOT_OFFERED)
 async def test_a_decision_the_tool_does_not_allow_is_refused(
