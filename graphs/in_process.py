@@ -13,21 +13,35 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
+import json
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Annotated, Any, NoReturn, Protocol, TypeVar
 
 from agent_hooks import ApprovalRequest, ApprovalResolution
+from langchain.agents.middleware import human_in_the_loop as _hitl_module
+from langchain.agents.middleware.human_in_the_loop import (
+    _EDITED_TOOL_CALLS_KEY,
+    HumanInTheLoopMiddleware,
+)
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolCall as LcToolCall
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+from pydantic import AfterValidator
 
 from approvals.decisions import decide
-from approvals.errors import RequestNotPending
+from approvals.errors import ApprovalsError, RequestNotPending
+from approvals.json_values import check_inputs
 from approvals.memory.requests import MemoryApprovalRequests, MemoryDecisions
 from approvals.memory.runs import MemoryToolLedger
 from approvals.memory.store import MemoryStore
@@ -35,8 +49,9 @@ from approvals.model import DecisionRecord, PendingCall, Vote
 from approvals.ports import ApprovalRequests, Decisions, NewRequest, ToolLedger
 from graphs import hitl
 from graphs.deps import GraphDeps
+from graphs.interrupt_on import CallGate
 from graphs.resolver import StoredDecisionResolver
-from graphs.run_config import EngineRun
+from graphs.run_config import RUN_ID_KEY, EngineRun
 
 T = TypeVar("T")
 
@@ -317,3 +332,151 @@ def sync_handler(
         return handler(request)
 
     return call
+
+
+# -- telling an in-process call from the engine's, and what a tool seam needs of it -------
+
+
+def graph_config() -> RunnableConfig | None:
+    """The running graph's config; ``None`` when called outside a graph (a unit test calling a
+    hook directly), where the middleware is exactly ``HumanInTheLoopMiddleware``."""
+    try:
+        return get_config()
+    except RuntimeError:
+        return None
+
+
+def engine_run(config: RunnableConfig) -> EngineRun | None:
+    """The engine's run, when the engine invoked the graph."""
+    configurable = config.get("configurable") or {}
+    if RUN_ID_KEY not in configurable:
+        return None
+    return EngineRun.of(config)
+
+
+def turn_of(messages: Sequence[Any], call_id: str) -> AIMessage | None:
+    return next(
+        (
+            m
+            for m in reversed(messages)
+            if isinstance(m, AIMessage) and any(str(tc["id"]) == call_id for tc in m.tool_calls)
+        ),
+        None,
+    )
+
+
+def storable_answer(tool: str, answer: Any) -> Any:
+    """A per-call answer the engine can record (checked before LangGraph saves it, so a bad one
+    can be answered again): a decision ``hitl.ruled`` reads, with storable values."""
+    try:
+        ruled = hitl.ruled(answer, tool)
+        check_inputs(args=ruled.args, message=ruled.message, reason=ruled.reason)
+    except (hitl.InvalidHitlDecision, ApprovalsError) as exc:
+        raise ValueError(str(exc)) from None
+    return answer
+
+
+async def engine_thread(config: RunnableConfig) -> bool:
+    """Whether the thread's latest checkpoint was written by an engine run (LangGraph keeps the
+    run's ``configurable`` strings, the engine's run id among them, in its metadata)."""
+    configurable = config.get("configurable") or {}
+    saver = configurable.get(CONFIG_KEY_CHECKPOINTER)
+    thread = configurable.get("thread_id")
+    if not isinstance(saver, BaseCheckpointSaver) or thread in (None, ""):
+        return False
+    latest = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    try:
+        found = await saver.aget_tuple(latest)  # type: ignore[arg-type]
+    except NotImplementedError:
+        found = saver.get_tuple(latest)  # type: ignore[arg-type]
+    return found is not None and RUN_ID_KEY in (found.metadata or {})
+
+
+async def sticky(gate: CallGate | None, requests: ApprovalRequests, run_id: str) -> CallGate | None:
+    """``gate``, asking after all when ``when`` lets a call through that a human was already
+    asked about: a predicate that changes its mind on resume never runs a call someone
+    rejected (HITL documents that it would); the stored decision is what counts."""
+    if gate is None or not gate.skip:
+        return gate
+    if any(r.call_id == gate.call_id for r in await requests.for_run(run_id)):
+        return dataclasses.replace(gate, skip=False)
+    return gate
+
+
+def same_result(step: ToolMessage, raw: ToolMessage) -> bool:
+    """Whether the step's message says what the tool's own message said (``post_tool_call``
+    left it alone), so the tool's message, with its artifact and metadata, goes back."""
+    if step.status != raw.status:
+        return False
+    if step.content == raw.content:
+        return True
+    try:
+        return bool(json.loads(str(step.content)) == json.loads(str(raw.content)))
+    except ValueError:
+        return False
+
+
+#: Where HITL's batched pause leaves the application's decisions for the tool seam:
+#: ``{"turn": <AIMessage id>, "calls": {call id: HITL decision}}``.
+DECIDED_KEY = "approvals_hitl_decided"
+
+
+def batched_pause(
+    self: HumanInTheLoopMiddleware[Any, Any, Any], state: Any, runtime: Any
+) -> dict[str, Any] | None:
+    """HITL's batched pause (its request, its descriptions, its ``when``), whose answer is
+    checked before LangGraph saves it: a decision per gated call, each one the call allows
+    and the engine can record. A bad answer raises and is not kept, so it can be given again.
+    Every decision, reject and respond included, then reaches the tool seam, where it is
+    recorded and consumed once (a racing resume gets the first recorded decision)."""
+    messages = state["messages"]
+    last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    gated: list[tuple[LcToolCall, Any]] = []
+    for call in last.tool_calls if last is not None else []:
+        config = self.interrupt_on.get(call["name"])
+        if config is not None and self._should_interrupt(call, config, state, runtime):
+            gated.append((call, config))
+    if last is None or not gated:
+        # An earlier turn's decisions never answer this turn's calls.
+        stale: dict[str, Any] = {
+            k: {} for k in (_EDITED_TOOL_CALLS_KEY, DECIDED_KEY) if state.get(k)
+        }
+        return stale or None
+    shown = [self._create_action_and_config(c, cfg, state, runtime) for c, cfg in gated]
+    request = {
+        "action_requests": [action for action, _ in shown],
+        "review_configs": [review for _, review in shown],
+    }
+
+    def answerable(response: Any) -> Any:
+        decisions = response.get("decisions") if isinstance(response, Mapping) else None
+        if not isinstance(decisions, list) or len(decisions) != len(gated):
+            raise ValueError(f"expected {{'decisions': [...]}} with {len(gated)} decision(s)")
+        for (call, config), decision in zip(gated, decisions, strict=True):
+            kind = decision.get("type") if isinstance(decision, Mapping) else None
+            if kind not in config["allowed_decisions"]:
+                raise ValueError(
+                    f"decision {kind!r} is not allowed for tool {call['name']!r}: expected "
+                    f"one of {config['allowed_decisions']}"
+                )
+            storable_answer(call["name"], decision)
+        return response
+
+    interrupt = getattr(_hitl_module, "interrupt")  # noqa: B009 - as HITL looks it up
+    answer = interrupt(
+        request, response_schema=Annotated[dict[str, Any], AfterValidator(answerable)]
+    )
+    decisions = answer["decisions"]
+    edits: dict[str, Any] = {}
+    decided: dict[str, dict[str, Any]] = {}
+    for (call, config), decision in zip(gated, decisions, strict=True):
+        self._process_decision(decision, call, config)  # HITL's own check of the decision
+        if call.get("id"):
+            decided[str(call["id"])] = dict(decision)
+            if decision["type"] == "edit":
+                edits[str(call["id"])] = decision["edited_action"]
+    return {
+        "messages": [last],
+        _EDITED_TOOL_CALLS_KEY: edits,
+        DECIDED_KEY: {"turn": last.id, "calls": decided},
+    }

@@ -24,77 +24,86 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents.middleware import human_in_the_loop as _hitl_module
 from langchain.agents.middleware.human_in_the_loop import (
     _EDIT_NOTICE,
-    _EDITED_TOOL_CALLS_KEY,
     HumanInTheLoopMiddleware,
     _answer_message,
     _decision_schema,
     _HumanInTheLoopState,
 )
 from langchain.agents.middleware.types import AgentState, PrivateStateAttr, hook_config
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
-from langchain_core.messages import ToolCall as LcToolCall
+from langchain_core.messages import HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config
-from langgraph.constants import CONFIG_KEY_CHECKPOINTER
-from langgraph.prebuilt.tool_node import ToolCallRequest, ToolNode
-from langgraph.pregel import Pregel
+from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Command
 from pydantic import AfterValidator, BaseModel
 
-from approvals.errors import ApprovalsError
-from approvals.json_values import check_inputs
 from approvals.model import DecisionKind, DecisionRecord, Ruling
-from approvals.policy import Policy, check_policies_tool_names
-from approvals.ports import ApprovalRequests, NewRequest
+from approvals.policy import Policy
+from approvals.ports import NewRequest
 from graphs import hitl
 from graphs import interrupt_on as interrupt_on_
-from graphs.admission import emit_input, point_slot, register_gate
-from graphs.agent import _call_counts, _refusals, _tool_counts
+from graphs.admission import emit_input, point_slot
 from graphs.governance import Governance, session_of
 from graphs.host_state import (
     BLOCKED,
     NEW_INPUT,
     HostInputGate,
-    input_fields,
     messages_of,
 )
 from graphs.host_state import ApprovalState as _HostState
 from graphs.in_process import (
+    DECIDED_KEY,
     IN_PROCESS_GRAPH,
     DecidedHere,
     DecisionsOnlyThroughEngine,
     InProcessSlot,
     LocalApprovals,
     acquire,
+    batched_pause,
     in_process_run,
     run_sync,
     sync_handler,
 )
+from graphs.in_process import (
+    engine_run as _engine_run,
+)
+from graphs.in_process import (
+    engine_thread as _engine_thread,
+)
+from graphs.in_process import (
+    graph_config as _graph_config,
+)
+from graphs.in_process import (
+    same_result as _same_result,
+)
+from graphs.in_process import (
+    sticky as _sticky,
+)
+from graphs.in_process import (
+    storable_answer as _storable_answer,
+)
+from graphs.in_process import (
+    turn_of as _turn_of,
+)
 from graphs.interrupt_on import DECISIONS, CallGate, Gate, InterruptOn, call_gate
 from graphs.lc_tool_answers import (
     ToolReportedError,
-    as_model_sees,
-    command_result,
-    recorded_command,
-    result_of,
-    with_message,
 )
+from graphs.lc_tool_step import lc_tool_step
 from graphs.lc_tools import args_model_of, governed_view
 from graphs.model_seam import ASYNC_ONLY, ModelSeam
 from graphs.run_config import RUN_ID_KEY, EngineRun, NotRunByEngine
-from graphs.tool_step import MAX_EDIT_ROUNDS, ToolStep, control_error
-from graphs.tools import GOVERNED_KEY, GovernedTool, ToolCall, ToolCatalog
+from graphs.tool_step import MAX_EDIT_ROUNDS, control_error
+from graphs.tools import GOVERNED_KEY, GovernedTool, ToolCall
 
 __all__ = [
     "BLOCKED",
@@ -122,88 +131,7 @@ class ApprovalState(_HostState, _HumanInTheLoopState[Any]):
     approvals_hitl_decided: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
 
 
-_DECIDED_KEY = "approvals_hitl_decided"
-
-
-def _graph_config() -> RunnableConfig | None:
-    """The running graph's config; ``None`` when called outside a graph (a unit test calling a
-    hook directly), where the middleware is exactly ``HumanInTheLoopMiddleware``."""
-    try:
-        return get_config()
-    except RuntimeError:
-        return None
-
-
-def _engine_run(config: RunnableConfig) -> EngineRun | None:
-    """The engine's run, when the engine invoked the graph."""
-    configurable = config.get("configurable") or {}
-    if RUN_ID_KEY not in configurable:
-        return None
-    return EngineRun.of(config)
-
-
-def _turn_of(messages: Sequence[Any], call_id: str) -> AIMessage | None:
-    return next(
-        (
-            m
-            for m in reversed(messages)
-            if isinstance(m, AIMessage) and any(str(tc["id"]) == call_id for tc in m.tool_calls)
-        ),
-        None,
-    )
-
-
-def _storable_answer(tool: str, answer: Any) -> Any:
-    """A per-call answer the engine can record (checked before LangGraph saves it, so a bad one
-    can be answered again): a decision ``hitl.ruled`` reads, with storable values."""
-    try:
-        ruled = hitl.ruled(answer, tool)
-        check_inputs(args=ruled.args, message=ruled.message, reason=ruled.reason)
-    except (hitl.InvalidHitlDecision, ApprovalsError) as exc:
-        raise ValueError(str(exc)) from None
-    return answer
-
-
-async def _engine_thread(config: RunnableConfig) -> bool:
-    """Whether the thread's latest checkpoint was written by an engine run (LangGraph keeps the
-    run's ``configurable`` strings, the engine's run id among them, in its metadata)."""
-    configurable = config.get("configurable") or {}
-    saver = configurable.get(CONFIG_KEY_CHECKPOINTER)
-    thread = configurable.get("thread_id")
-    if not isinstance(saver, BaseCheckpointSaver) or thread in (None, ""):
-        return False
-    latest = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    try:
-        found = await saver.aget_tuple(latest)  # type: ignore[arg-type]
-    except NotImplementedError:
-        found = saver.get_tuple(latest)  # type: ignore[arg-type]
-    return found is not None and RUN_ID_KEY in (found.metadata or {})
-
-
-async def _sticky(
-    gate: CallGate | None, requests: ApprovalRequests, run_id: str
-) -> CallGate | None:
-    """``gate``, asking after all when ``when`` lets a call through that a human was already
-    asked about: a predicate that changes its mind on resume never runs a call someone
-    rejected (HITL documents that it would); the stored decision is what counts."""
-    if gate is None or not gate.skip:
-        return gate
-    if any(r.call_id == gate.call_id for r in await requests.for_run(run_id)):
-        return dataclasses.replace(gate, skip=False)
-    return gate
-
-
-def _same_result(step: ToolMessage, raw: ToolMessage) -> bool:
-    """Whether the step's message says what the tool's own message said (``post_tool_call``
-    left it alone), so the tool's message, with its artifact and metadata, goes back."""
-    if step.status != raw.status:
-        return False
-    if step.content == raw.content:
-        return True
-    try:
-        return bool(json.loads(str(step.content)) == json.loads(str(raw.content)))
-    except ValueError:
-        return False
+_DECIDED_KEY = DECIDED_KEY
 
 
 class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
@@ -356,67 +284,7 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
             return None
         if self.interrupt_mode == "per_call":
             return None  # each call pauses in the tool seam, as HITL's per-call mode does
-        return self._batched_pause(state, runtime)
-
-    def _batched_pause(
-        self, state: AgentState[Any], runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """HITL's batched pause (its request, its descriptions, its ``when``), whose answer is
-        checked before LangGraph saves it: a decision per gated call, each one the call allows
-        and the engine can record. A bad answer raises and is not kept, so it can be given again.
-        Every decision, reject and respond included, then reaches the tool seam, where it is
-        recorded and consumed once (a racing resume gets the first recorded decision)."""
-        messages = state["messages"]
-        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        gated: list[tuple[LcToolCall, Any]] = []
-        for call in last.tool_calls if last is not None else []:
-            config = self.interrupt_on.get(call["name"])
-            if config is not None and self._should_interrupt(call, config, state, runtime):
-                gated.append((call, config))
-        if last is None or not gated:
-            # An earlier turn's decisions never answer this turn's calls.
-            stale: dict[str, Any] = {
-                k: {} for k in (_EDITED_TOOL_CALLS_KEY, _DECIDED_KEY) if state.get(k)
-            }
-            return stale or None
-        shown = [self._create_action_and_config(c, cfg, state, runtime) for c, cfg in gated]
-        request = {
-            "action_requests": [action for action, _ in shown],
-            "review_configs": [review for _, review in shown],
-        }
-
-        def answerable(response: Any) -> Any:
-            decisions = response.get("decisions") if isinstance(response, Mapping) else None
-            if not isinstance(decisions, list) or len(decisions) != len(gated):
-                raise ValueError(f"expected {{'decisions': [...]}} with {len(gated)} decision(s)")
-            for (call, config), decision in zip(gated, decisions, strict=True):
-                kind = decision.get("type") if isinstance(decision, Mapping) else None
-                if kind not in config["allowed_decisions"]:
-                    raise ValueError(
-                        f"decision {kind!r} is not allowed for tool {call['name']!r}: expected "
-                        f"one of {config['allowed_decisions']}"
-                    )
-                _storable_answer(call["name"], decision)
-            return response
-
-        interrupt = getattr(_hitl_module, "interrupt")  # noqa: B009 - as HITL looks it up
-        answer = interrupt(
-            request, response_schema=Annotated[dict[str, Any], AfterValidator(answerable)]
-        )
-        decisions = answer["decisions"]
-        edits: dict[str, Any] = {}
-        decided: dict[str, dict[str, Any]] = {}
-        for (call, config), decision in zip(gated, decisions, strict=True):
-            self._process_decision(decision, call, config)  # HITL's own check of the decision
-            if call.get("id"):
-                decided[str(call["id"])] = dict(decision)
-                if decision["type"] == "edit":
-                    edits[str(call["id"])] = decision["edited_action"]
-        return {
-            "messages": [last],
-            _EDITED_TOOL_CALLS_KEY: edits,
-            _DECIDED_KEY: {"turn": last.id, "calls": decided},
-        }
+        return batched_pause(self, state, runtime)
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(
@@ -657,260 +525,19 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
         run: EngineRun,
         config: RunnableConfig,
     ) -> tuple[ToolMessage | Command[Any], ToolMessage | Command[Any] | None, Any]:
-        """One call through the engine's tool step: the message for the model, what the tool
-        answered in this process (if it ran here) and the decision the call took."""
-        call = dict(request.tool_call)
-        call_id, name = str(call.get("id")), str(call.get("name"))
-        messages = messages_of(request.state)
-        turn = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        counts = _tool_counts(messages)
-        if turn is not None and any(str(tc["id"]) == call_id for tc in turn.tool_calls):
-            refused = _refusals(messages, turn).get(call_id)
-            if refused is not None:
-                return control_error(call_id, name, refused), None, None
-            counts = _call_counts(counts, turn, call_id)
+        """One call through the engine's tool step (``graphs.lc_tool_step``)."""
         tool = request.tool
-        tools = []
-        #: What the tool answered in this process: a ``Command``'s state update is applied
-        #: with the result the step releases.
-        answers: list[ToolMessage | Command[Any]] = []
-        decided: list[DecisionRecord] = []
-        as_is = self._governed_as_is(tool) if tool is not None else None
-        if as_is is not None:
-            tools.append(as_is)
-        elif tool is not None:
-            model = self._args_model(tool)
-
-            def as_sent(args: dict[str, Any]) -> dict[str, Any]:
-                """The arguments as the model (or the editor) sent them, when they validate
-                to ``args``: the tool validates its arguments itself, and a validator that
-                rewrites a value must not run twice."""
-                sent = [request.tool_call.get("args"), *(d.args for d in decided if d.args)]
-                for candidate in sent:
-                    if not isinstance(candidate, dict):
-                        continue
-                    try:
-                        if model.model_validate(candidate).model_dump(mode="json") == args:
-                            return candidate
-                    except ValueError:
-                        continue
-                return args
-
-            async def execute(args: dict[str, Any], tool_call: ToolCall) -> Any:
-                # The idempotency key reaches a tool that takes ``runtime: ToolRuntime`` as
-                # ``runtime.config["metadata"]["idempotency_key"]``, to pass to the systems it
-                # calls (the same for every attempt at this call, in any process).
-                runtime = request.runtime
-                metadata = {
-                    **(runtime.config.get("metadata") or {}),
-                    "idempotency_key": tool_call.idempotency_key,
-                }
-                keyed = dataclasses.replace(
-                    runtime, config={**runtime.config, "metadata": metadata}
-                )
-                answer = await handler(
-                    # (``override`` does not take the runtime; the request is a dataclass.)
-                    dataclasses.replace(
-                        request,
-                        tool_call={**request.tool_call, "args": as_sent(args)},
-                        runtime=keyed,
-                    )
-                )
-                answers.append(answer)
-                if isinstance(answer, Command):
-                    return command_result(answer, call_id)
-                return result_of(answer)
-
-            tools.append(
-                governed_view(
-                    tool,
-                    execute,
-                    sensitive=name in self._gates,
-                    args_model=self._args_model(tool),
-                )
-            )
-        step = ToolStep(graph_name=run.graph, tools=tools, deps=run.deps)
-        session = session_of(
-            config, self.governance, graph=run.graph, run_id=run.run_id, principal=run.principal
-        )
-        message = await step(
-            session=session,
-            call=call,
-            run_id=run.run_id,
-            thread_id=run.thread_id,
-            principal=run.principal,
-            state_version=run.state_version,
-            tool_counts=counts,
-            decided=decided,
-        )
-        released = as_model_sees(message)
-        raw = answers[0] if answers else None
-        decision = decided[0] if decided else None
-        if released.status == "error":
-            # A withheld or failed result applies no state update either.
-            return released, raw, decision
-        command: Command[Any] | None = None
-        if isinstance(raw, Command):
-            command = raw if isinstance(raw.update, dict) else None
-        elif raw is None and as_is is None and tool is not None:
-            # The tool did not run here: the ledger answered for a call that ran in an earlier
-            # attempt of this step (another call of the task paused it, or its process died
-            # before it was checkpointed), whose output, the tool's Command with it, was lost.
-            command = await recorded_command(run.deps, run.run_id, call_id)
-        if command is None:
-            return released, raw, decision
-        return with_message(command, released), raw, decision
-
-
-class GovernedToolNode(ToolNode):
-    """A ``ToolNode`` (in any ``StateGraph``, or given to ``create_react_agent``) whose every
-    call goes through the engine's tool step, as under ``ApprovalMiddleware``:
-    ``interrupt_on``, ``policy``, ``governance`` and the in-process settings are the
-    middleware's. It takes every ``ToolNode`` argument: ``handle_tool_errors`` and
-    ``messages_key`` as ``ToolNode`` reads them, and a given ``wrap_tool_call`` /
-    ``awrap_tool_call`` runs inside the governed step (around the tool itself, so a retry it
-    makes is still one execution to the ledger). A call nothing gates runs exactly as in
-    ``ToolNode``. Only the tool points are governed (a ``ToolNode`` sees no model call)."""
-
-    def __init__(
-        self,
-        tools: Sequence[BaseTool | Callable[..., Any]],
-        *,
-        interrupt_on: Mapping[str, bool | Mapping[str, Any]] | None = None,
-        policy: str | Path | Policy | None = None,
-        governance: Governance | None = None,
-        interrupt_mode: str = "per_call",
-        local: LocalApprovals | None = None,
-        resume_decisions: str = "accept",
-        name: str = "tools",
-        tags: list[str] | None = None,
-        messages_key: str = "messages",
-        wrap_tool_call: Callable[..., Any] | None = None,
-        awrap_tool_call: Callable[..., Any] | None = None,
-        **tool_node_options: Any,
-    ) -> None:
-        # A ToolNode has no after_model: every pause is per call, in the tool seam.
-        if interrupt_mode != "per_call":
-            raise ValueError('a GovernedToolNode pauses per call: interrupt_mode="per_call"')
-        middleware = ApprovalMiddleware(
-            interrupt_on=interrupt_on,
-            policy=policy,
-            governance=governance,
-            interrupt_mode=interrupt_mode,
-            local=local,
-            resume_decisions=resume_decisions,
-        )
-        user_wrap, user_awrap = wrap_tool_call, awrap_tool_call
-
-        def wrapped(request: ToolCallRequest, execute: Callable[..., Any]) -> Any:
-            if user_wrap is None:
-                return middleware.wrap_tool_call(request, execute)
-            return middleware.wrap_tool_call(request, lambda r: user_wrap(r, execute))
-
-        async def awrapped(request: ToolCallRequest, execute: Callable[..., Any]) -> Any:
-            async def inner(r: ToolCallRequest) -> Any:
-                if user_awrap is not None:
-                    return await user_awrap(r, execute)
-                if user_wrap is not None:
-                    # ToolNode runs a sync-only wrapper on its async path with a sync execute.
-                    return user_wrap(r, lambda again: run_sync(lambda: execute(again)))
-                return await execute(r)
-
-            return await middleware.awrap_tool_call(request, inner)
-
-        super().__init__(
-            tools,
-            name=name,
-            tags=tags,
-            messages_key=messages_key,
-            wrap_tool_call=wrapped,
-            awrap_tool_call=awrapped,
-            **tool_node_options,
-        )
-        middleware.pauses_for_input = False
-        self.middleware = middleware
-        #: The same tools as a plain ToolNode, for the calls nothing governs: they run
-        #: exactly as there (its error handling, its wrappers), not through ours.
-        self._plain = ToolNode(
-            list(self.tools_by_name.values()),
-            name=name,
-            tags=tags,
-            messages_key=messages_key,
-            wrap_tool_call=wrap_tool_call,
-            awrap_tool_call=awrap_tool_call,
-            **tool_node_options,
+        return await lc_tool_step(
+            request,
+            handler,
+            run,
+            config,
+            governance=self.governance,
+            governed=self._governed_as_is(tool) if tool is not None else None,
+            args_model=self._args_model,
+            sensitive=str(request.tool_call.get("name")) in self._gates,
         )
 
-    def _ungoverned(self, call: Any, tool_runtime: Any) -> bool:
-        request = ToolCallRequest(
-            tool_call=call,
-            tool=self.tools_by_name.get(call["name"]),
-            state=tool_runtime.state,
-            runtime=tool_runtime,
-        )
-        return self.middleware.runs_ungoverned(request)
 
-    def _run_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
-        if self._ungoverned(call, tool_runtime):
-            return self._plain._run_one(call, input_type, tool_runtime)
-        return super()._run_one(call, input_type, tool_runtime)
-
-    async def _arun_one(self, call: Any, input_type: Any, tool_runtime: Any) -> Any:
-        if self._ungoverned(call, tool_runtime):
-            return await self._plain._arun_one(call, input_type, tool_runtime)
-        return await super()._arun_one(call, input_type, tool_runtime)
-
-
-def register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCatalog) -> bool:
-    """Find the ``ApprovalMiddleware`` agents in ``graph`` (and its subgraphs), register their
-    tools and governance under ``name`` (what listings and edit checks read) and the runner's
-    input admission for the top-level one; whether there was one."""
-    found = False
-    graphs = [
-        graph,
-        *(sub for _, sub in graph.get_subgraphs(recurse=True) if isinstance(sub, Pregel)),
-    ]
-    for g in graphs:
-        for middleware in _middlewares_in(g):
-            tools = [
-                t
-                for node in g.nodes.values()
-                if isinstance(node.bound, ToolNode)
-                for t in node.bound.tools_by_name.values()
-            ]
-            check_policies_tool_names(
-                middleware.governance.interceptors, (t.name for t in tools), graph=name
-            )
-            catalog.register(name, middleware.catalog_tools(tools), middleware.governance)
-            if not found:
-                # The first one found (the top-level agent's, if it is one) governs the run's
-                # input; a nested one too, since a message reaches no node ungoverned.
-                register_gate(
-                    graph,
-                    HostInputGate(
-                        graph=name,
-                        governance=middleware.governance,
-                        tools=tuple(sorted(t.name for t in tools)),
-                        # Only a create_agent agent's before_agent can pause for an input.
-                        nested=g is not graph or not middleware.pauses_for_input,
-                        input_fields=input_fields(graph),
-                        takes_context=getattr(graph, "context_schema", None) is not None,
-                    ),
-                )
-            found = True
-    return found
-
-
-def _middlewares_in(graph: Pregel[Any, Any, Any, Any]) -> list[ApprovalMiddleware]:
-    """The ``ApprovalMiddleware`` instances whose ``before_agent`` hook is a node of
-    ``graph`` (``create_agent`` adds one per middleware that has the hook), and those of its
-    ``GovernedToolNode``s."""
-    found: list[ApprovalMiddleware] = []
-    for node in graph.nodes.values():
-        if isinstance(node.bound, GovernedToolNode) and node.bound.middleware not in found:
-            found.append(node.bound.middleware)
-        for attr in ("afunc", "func"):
-            owner = getattr(getattr(node.bound, attr, None), "__self__", None)
-            if isinstance(owner, ApprovalMiddleware) and owner not in found:
-                found.append(owner)
-    return found
+# Defined beside the middleware they wrap; importable from here as they always were.
+from graphs.tool_node import GovernedToolNode, register_hosts  # noqa: E402
