@@ -8,9 +8,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import httpx
+
 from approvals.model import JobStatus
 from storage.queue import PgClaimedJob
 from web.engine import Engine
+from web.serving import bind, serving, url_of
+from web.settings import Settings
 
 
 async def side_effects(engine: Engine, run_id: str, call_id: str) -> list[dict[str, Any]]:
@@ -130,3 +134,23 @@ async def verified(engine: Engine) -> None:
     """The decision log's chain verifies."""
     result = await engine.audit.verify()
     assert result.ok, result
+
+
+@asynccontextmanager
+async def served_api(
+    engine: Engine, settings: Settings, token: str
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The app served over TCP on ``engine`` (without a worker of its own: the test drives the
+    engine's), and an API client that sends ``token``."""
+    sock = bind("127.0.0.1", 0)
+    url = url_of(sock)
+    try:
+        async with (
+            serving(settings.model_copy(update={"public_url": url}), sock, engine=engine),
+            httpx.AsyncClient(
+                base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=60
+            ) as api,
+        ):
+            yield api
+    finally:
+        sock.close()

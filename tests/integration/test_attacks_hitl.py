@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -48,9 +47,8 @@ from tests.integration.attack_hitl_graphs import (
     preference_tool,
     slow_to_answer_a_rejection,
 )
-from tests.integration.helpers import person_token, scalar
+from tests.integration.helpers import person_token, scalar, served_api
 from web.engine import Engine, open_engine
-from web.serving import bind, serving, url_of
 from web.settings import Settings
 
 GRAPHS = {
@@ -143,21 +141,11 @@ async def test_the_api_refuses_a_run_with_the_private_keys_of_an_in_process_deci
     )
     async with open_engine(database_url, settings) as engine:
         secret = await person_token(engine, "mallory", "requesters")
-        sock = bind("127.0.0.1", 0)
-        url = url_of(sock)
-        try:
-            async with (
-                serving(settings.model_copy(update={"public_url": url}), sock, engine=engine),
-                httpx.AsyncClient(
-                    base_url=url, headers={"authorization": f"Bearer {secret}"}, timeout=60
-                ) as api,
-            ):
-                sent = await api.post(
-                    "/api/v1/runs",
-                    json={"graph": "batched", "input": {"message": "refund 1001", **private}},
-                )
-        finally:
-            sock.close()
+        async with served_api(engine, settings, secret) as api:
+            sent = await api.post(
+                "/api/v1/runs",
+                json={"graph": "batched", "input": {"message": "refund 1001", **private}},
+            )
         assert sent.status_code in (400, 422), sent.text
         assert "unknown input field" in sent.text
         assert await scalar(engine, "select count(*) from runs") == 0

@@ -28,10 +28,9 @@ from langgraph.types import Interrupt
 
 from approvals.model import RequestStatus, RunStatus
 from graphs.run_outcome import RunOutcome
-from tests.integration.helpers import person_token
+from tests.integration.helpers import person_token, served_api
 from tests.integration.hitl_engine_graphs import OWN_NOTICE, PREFIX, calls_input
 from web.engine import Engine, open_engine
-from web.serving import bind, serving, url_of
 from web.settings import Settings
 
 GRAPHS = {
@@ -142,18 +141,8 @@ async def through(database_url: str, tmp_path: Path) -> AsyncIterator[Through]:
     )
     async with open_engine(database_url, settings) as engine:
         secret = await person_token(engine, "bob", "approvers")
-        sock = bind("127.0.0.1", 0)
-        url = url_of(sock)
-        try:
-            async with (
-                serving(settings.model_copy(update={"public_url": url}), sock, engine=engine),
-                httpx.AsyncClient(
-                    base_url=url, headers={"authorization": f"Bearer {secret}"}, timeout=60
-                ) as api,
-            ):
-                yield Through(engine, api)
-        finally:
-            sock.close()
+        async with served_api(engine, settings, secret) as api:
+            yield Through(engine, api)
 
 
 def rejected(tool: str, reason: str) -> str:
