@@ -65,57 +65,11 @@ async def lc_tool_step(
     #: with the result the step releases.
     answers: list[ToolMessage | Command[Any]] = []
     decided: list[DecisionRecord] = []
-    as_is = governed
-    if as_is is not None:
-        tools.append(as_is)
+    if governed is not None:
+        tools.append(governed)
     elif tool is not None:
-        model = args_model(tool)
-
-        def as_sent(args: dict[str, Any]) -> dict[str, Any]:
-            """The arguments as the model (or the editor) sent them, when they validate
-            to ``args``: the tool validates its arguments itself, and a validator that
-            rewrites a value must not run twice."""
-            sent = [request.tool_call.get("args"), *(d.args for d in decided if d.args)]
-            for candidate in sent:
-                if not isinstance(candidate, dict):
-                    continue
-                try:
-                    if model.model_validate(candidate).model_dump(mode="json") == args:
-                        return candidate
-                except ValueError:
-                    continue
-            return args
-
-        async def execute(args: dict[str, Any], tool_call: ToolCall) -> Any:
-            # The idempotency key reaches a tool that takes ``runtime: ToolRuntime`` as
-            # ``runtime.config["metadata"]["idempotency_key"]``, to pass to the systems it
-            # calls (the same for every attempt at this call, in any process).
-            runtime = request.runtime
-            metadata = {
-                **(runtime.config.get("metadata") or {}),
-                "idempotency_key": tool_call.idempotency_key,
-            }
-            keyed = dataclasses.replace(runtime, config={**runtime.config, "metadata": metadata})
-            answer = await handler(
-                # (``override`` does not take the runtime; the request is a dataclass.)
-                dataclasses.replace(
-                    request,
-                    tool_call={**request.tool_call, "args": as_sent(args)},
-                    runtime=keyed,
-                )
-            )
-            answers.append(answer)
-            if isinstance(answer, Command):
-                return command_result(answer, call_id)
-            return result_of(answer)
-
         tools.append(
-            governed_view(
-                tool,
-                execute,
-                sensitive=sensitive,
-                args_model=model,
-            )
+            _through_handler(request, handler, tool, args_model(tool), sensitive, answers, decided)
         )
     step = ToolStep(graph_name=run.graph, tools=tools, deps=run.deps)
     session = session_of(
@@ -140,7 +94,7 @@ async def lc_tool_step(
     command: Command[Any] | None = None
     if isinstance(raw, Command):
         command = raw if isinstance(raw.update, dict) else None
-    elif raw is None and as_is is None and tool is not None:
+    elif raw is None and governed is None and tool is not None:
         # The tool did not run here: the ledger answered for a call that ran in an earlier
         # attempt of this step (another call of the task paused it, or its process died
         # before it was checkpointed), whose output, the tool's Command with it, was lost.
@@ -148,3 +102,56 @@ async def lc_tool_step(
     if command is None:
         return released, raw, decision
     return with_message(command, released), raw, decision
+
+
+def _through_handler(
+    request: ToolCallRequest,
+    handler: Handler,
+    tool: BaseTool,
+    model: type[BaseModel],
+    sensitive: bool,
+    answers: list[ToolMessage | Command[Any]],
+    decided: list[DecisionRecord],
+) -> GovernedTool:
+    """``tool`` as the step runs it: through ``handler`` (ToolNode's execution), which gets the
+    call's idempotency key and the arguments as they were sent; what it answers is kept in
+    ``answers``. ``decided``: the decisions the step took (an edit's arguments as sent)."""
+    call_id = str(request.tool_call.get("id"))
+
+    def as_sent(args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as the model (or the editor) sent them, when they validate to
+        ``args``: the tool validates its arguments itself, and a validator that rewrites a
+        value must not run twice."""
+        sent = [request.tool_call.get("args"), *(d.args for d in decided if d.args)]
+        for candidate in sent:
+            if not isinstance(candidate, dict):
+                continue
+            try:
+                if model.model_validate(candidate).model_dump(mode="json") == args:
+                    return candidate
+            except ValueError:
+                continue
+        return args
+
+    async def execute(args: dict[str, Any], tool_call: ToolCall) -> Any:
+        # The idempotency key reaches a tool that takes ``runtime: ToolRuntime`` as
+        # ``runtime.config["metadata"]["idempotency_key"]``, to pass to the systems it calls
+        # (the same for every attempt at this call, in any process).
+        runtime = request.runtime
+        metadata = {
+            **(runtime.config.get("metadata") or {}),
+            "idempotency_key": tool_call.idempotency_key,
+        }
+        keyed = dataclasses.replace(runtime, config={**runtime.config, "metadata": metadata})
+        answer = await handler(
+            # (``override`` does not take the runtime; the request is a dataclass.)
+            dataclasses.replace(
+                request, tool_call={**request.tool_call, "args": as_sent(args)}, runtime=keyed
+            )
+        )
+        answers.append(answer)
+        if isinstance(answer, Command):
+            return command_result(answer, call_id)
+        return result_of(answer)
+
+    return governed_view(tool, execute, sensitive=sensitive, args_model=model)

@@ -131,9 +131,6 @@ class ApprovalState(_HostState, _HumanInTheLoopState[Any]):
     approvals_hitl_decided: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
 
 
-_DECIDED_KEY = DECIDED_KEY
-
-
 class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
     """Durable human approval for ``create_agent``: ``middleware=[ApprovalMiddleware(
     interrupt_on={"issue_refund": True})]`` where ``HumanInTheLoopMiddleware`` stood.
@@ -483,7 +480,7 @@ class ApprovalMiddleware(ModelSeam, HumanInTheLoopMiddleware[Any, Any, Any]):
 
     def _given(self, request: ToolCallRequest, call_id: str) -> hitl.Ruled | None:
         """The decision HITL's ``after_model`` took for this call in this turn, if it took one."""
-        decided = request.state.get(_DECIDED_KEY) if isinstance(request.state, Mapping) else None
+        decided = request.state.get(DECIDED_KEY) if isinstance(request.state, Mapping) else None
         if not isinstance(decided, Mapping):
             return None
         turn = _turn_of(messages_of(request.state), call_id)
