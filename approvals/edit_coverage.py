@@ -5,8 +5,8 @@ escalate them to a rule of their own (a refund of 25.00 edited into 980.50 lands
 big refunds). The decision already made satisfies that escalation only when a request recorded
 under the landing rule, for the edited arguments, would have offered the same approver the same
 decision: ``approve``, and ``edit`` as well, because the change is itself an edit. Otherwise the
-edit is not the editor's to make alone (``graphs.edits`` turns it into a new request under that
-rule, which the editor may not decide).
+edit is not the editor's to make alone (``graphs.tool_call.edits`` turns it into a new request
+under that rule, which the editor may not decide).
 
 Every field of the landing rule's approval block binds:
 
@@ -43,7 +43,7 @@ from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS, MAX_QUORUM, Pendi
 from approvals.redaction import SHOWN_KEY, redact_shown, redacted_paths
 
 #: Every key of an approval block this module weighs (``approvals.policy.evaluation`` writes
-#: them; ``graphs.interrupt_on`` writes a subset). Any other key is not covered.
+#: them; ``graphs.langchain.interrupt_on`` writes a subset). Any other key is not covered.
 KNOWN_APPROVAL_KEYS = frozenset(
     {
         "rule",

@@ -505,5 +505,5 @@ class ResumeCheck:
     run_input: dict[str, Any] = field(default_factory=dict)
     #: The job's request and its decision, when it is decided (``None``: not read, or not
     #: decided). A decided request and its decision never change again, so the resumed call
-    #: takes its answer from here instead of reading it again (``graphs.resolver``).
+    #: takes its answer from here instead of reading it again (``graphs.hooks.approval``).
     decided: tuple[PendingCall, DecisionRecord] | None = None

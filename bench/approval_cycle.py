@@ -24,8 +24,8 @@ and the model gives its final answer.
   contract could reach on this database and machine.
 * floor+emit: the floor plus the interception contexts one of our cycles emits (captured from
   a real cycle, copied before timing), replayed through the emitter the engine uses
-  (``graphs.emitter.emitter_class``: ``HostEmitter``, or the SDK's ``InterceptionEmitter`` with
-  ``APPROVALS_EMITTER=sdk``) with one allow-everything interceptor: the emitter's share of a
+  (``graphs.hooks.emitter.emitter_class``: ``HostEmitter``, or the SDK's ``InterceptionEmitter``
+  with ``APPROVALS_EMITTER=sdk``) with one allow-everything interceptor: the emitter's share of a
   governed cycle (every interception point goes through it, AGENT-HOOKS-0.1), still with no
   other Python of ours.
 * stmts: bare's cycle inside every durable statement the engine's own cycle sends, through
@@ -75,7 +75,7 @@ from urllib.parse import urlsplit
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from graphs.emitter import emitter_class
+from graphs.hooks.emitter import emitter_class
 from web.cli.command import run_loop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,7 +137,7 @@ RESUME_PATHS = {
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     from bench.dbos_cycle import NOTIFICATION_COALESCE, DbosCycle
     from bench.dbos_cycle import import_error as dbos_import_error
-    from graphs.worker import Worker
+    from graphs.orchestration.worker import Worker
     from web.engine import open_engine
     from web.settings import Settings
 

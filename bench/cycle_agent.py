@@ -15,12 +15,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, Send, interrupt
 from pydantic import Field
 
-from graphs.agent import AgentGraph, AgentState, ToolTask, build_agent
-from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, result_of
 from graphs.examples.effects import side_effects
-from graphs.scripted import ScriptedChatModel
-from graphs.tools import GovernedTool, ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel
+from graphs.hosts.langgraph.agent import AgentGraph, AgentState, ToolTask, build_agent
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import GovernedTool, ToolCall, governed_tool
 
 GRAPH = "bench"
 GRAPH_ENTRY = "bench.cycle_agent:build"

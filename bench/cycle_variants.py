@@ -23,7 +23,7 @@ from bench.cycle_agent import (
 from bench.cycle_profile import phase
 from bench.cycle_stats import Sample
 from bench.cycle_workers import TrackingRunner, WorkerTasks
-from graphs.emitter import JsonContext, emitter_class
+from graphs.hooks.emitter import JsonContext, emitter_class
 
 
 async def bare_cycle(graph: Any, durability: str = "async") -> Sample:

@@ -29,7 +29,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from graphs.scripted import ScriptedChatModel
+from graphs.examples.scripted import ScriptedChatModel
 
 TOPIC = "decision"
 PENDING = "pending"

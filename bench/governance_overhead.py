@@ -4,11 +4,12 @@
 
 * plain: LangGraph's ``create``-style loop: a model node and the prebuilt ``ToolNode`` running
   the 10 calls, routed by ``tools_condition``.
-* governed: ``graphs.agent.build_agent`` with 5 interceptors (allow-only, each inspecting its
+* governed: ``graphs.hosts.langgraph.agent.build_agent`` with 5 interceptors (allow-only, each
+inspecting its
   context as a policy would), so every point is emitted: agent_startup, input, pre/post
   model_call twice, pre/post tool_call for each of the 10 calls, output, agent_shutdown. The
   turn runs as the runner runs it: its input admitted first (``agent_startup`` and ``input``
-  through the run's session, ``graphs.admission``), then the graph.
+  through the run's session, ``graphs.run.admission``), then the graph.
 * governed direct: the same graph invoked directly with a message nobody governed yet, so its
   ``start`` node emits ``agent_startup`` and ``input`` (one more checkpointed step: the path of
   an input that waits for a human, and of a graph invoked without the runner).
@@ -30,7 +31,7 @@ It also times the emitter on its own: the 28 contexts of one governed turn, capt
 again through a bare emitter with the same 5 interceptors, and reports the cost per emission
 (target <= 0.15 ms with 5 interceptors):
 
-* emitter: ``graphs.emitter.HostEmitter`` (the engine's), the interceptors read-only as the
+* emitter: ``graphs.hooks.emitter.HostEmitter`` (the engine's), the interceptors read-only as the
   policy engine declares itself;
 * emitter copying: ``HostEmitter`` with interceptors that do not say they are read-only (each
   gets its own copy of the context, as the contract requires);
@@ -65,16 +66,16 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from approvals.memory import MemoryToolLedger
 from approvals.ports import ApprovalRequests, ToolLedger
 from graphs import ApprovalMiddleware
-from graphs.admission import input_gate
-from graphs.agent import build_agent
-from graphs.deps import GraphDeps
-from graphs.emitter import HostEmitter, JsonContext
 from graphs.examples.effects import extras
-from graphs.governance import Governance, SessionHolder
-from graphs.middleware import register_hosts
-from graphs.run_config import engine_configurable
-from graphs.scripted import ScriptedChatModel, ScriptedToolModel
-from graphs.tools import ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel, ScriptedToolModel
+from graphs.hooks.emitter import HostEmitter, JsonContext
+from graphs.hooks.governance import Governance, SessionHolder
+from graphs.hosts.langgraph.agent import build_agent
+from graphs.langchain.tool_node import register_hosts
+from graphs.run.admission import input_gate
+from graphs.run.config import engine_configurable
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import ToolCall, governed_tool
 
 CALLS = 10
 #: Governed / plain at p50 (issue 16).

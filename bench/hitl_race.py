@@ -52,8 +52,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graphs.middleware import ApprovalMiddleware, LocalApprovals
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.langchain.middleware import ApprovalMiddleware, LocalApprovals
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the bench package beside the engine's

@@ -1,5 +1,6 @@
-"""The runs of agents an application invokes itself (``graphs.in_process``), as the engine's
-tables hold them: a run row (its requests and decisions reference it) and its audit entry."""
+"""The runs of agents an application invokes itself (``graphs.langchain.in_process``), as the
+engine's tables hold them: a run row (its requests and decisions reference it) and its audit
+entry."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The OpenAI Agents SDK host's server-side state: each paused run's serialized ``RunState``.
 
 The state is stored as the exact text the SDK's ``to_json`` was dumped to, with its version
-(the host's keyed MAC of the row, ``graphs.openai_host.sealing``: this module never computes
+(the host's keyed MAC of the row, ``graphs.hosts.openai.sealing``: this module never computes
 or checks it). The run's pending requests carry the version as their ``state_version``; a
 resume refuses a row whose version is not the host's MAC of it. Statements are in
 ``sql/openai.sql``.

@@ -59,8 +59,8 @@ from web.notifier import Notifier
 from web.settings import Settings
 
 if TYPE_CHECKING:
-    from graphs.run_outcome import RunOutcome
-    from graphs.streaming import Publish
+    from graphs.hosts.langgraph.streaming import Publish
+    from graphs.run.outcome import RunOutcome
 
 #: The storage types the faces name (in signatures and isinstance checks) and the database's
 #: administration (the embedded server, the runtime role's grants), re-exported so that the

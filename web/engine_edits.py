@@ -23,9 +23,9 @@ class EngineEdits(EngineWiring):
         """The edited ``args`` as the tool parses them, once the run's policy and the tool's
         preconditions accept them; ``EditRefused`` otherwise (the request stays pending)."""
         # Function-local for the same reason as EngineWiring._graphs: these import LangGraph.
-        from graphs.conditions import first_failure
-        from graphs.edits import EditOutcome, recheck_edit, successful_counts
-        from graphs.tools import ToolCall
+        from graphs.tool_call.call import first_failure
+        from graphs.tool_call.edits import EditOutcome, recheck_edit, successful_counts
+        from graphs.tool_call.tools import ToolCall
 
         run = await self.runs.get(request.run_id)
         if run is None:

@@ -32,9 +32,9 @@ from web.settings import Settings
 
 if TYPE_CHECKING:
     from graphs.examples.effects import SqlSideEffects
-    from graphs.registry import GraphRegistry
-    from graphs.runner import Runner
-    from graphs.worker import ExpirySweeper, Worker
+    from graphs.hosts.registry import GraphRegistry
+    from graphs.orchestration.runner import Runner
+    from graphs.orchestration.worker import ExpirySweeper, Worker
 
 
 @dataclass(frozen=True)
@@ -95,12 +95,12 @@ class EngineWiring:
     def _graphs(self) -> _Graphs:
         # Function-local on purpose: importing LangGraph takes seconds (see the module's
         # docstring), not to dodge an import loop.
-        from graphs.deps import GraphDeps
         from graphs.examples.effects import extras
-        from graphs.openai_host.ports import openai_extras
-        from graphs.registry import GraphRegistry
-        from graphs.runner import Runner
-        from graphs.worker import ExpirySweeper, Worker
+        from graphs.hosts.openai.ports import openai_extras
+        from graphs.hosts.registry import GraphRegistry
+        from graphs.orchestration.runner import Runner
+        from graphs.orchestration.worker import ExpirySweeper, Worker
+        from graphs.tool_call.deps import GraphDeps
         from storage.checkpoints import PgResumeChecks, make_saver
         from storage.openai_runs import PgOpenAIRunStates
         from web.security import secret_key

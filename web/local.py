@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from graphs.in_process import APP_PRINCIPAL, LocalApprovals
+from graphs.langchain.in_process import APP_PRINCIPAL, LocalApprovals
 from storage.db import Database, check_connection, open_pool, translated_errors
 from storage.local_runs import PgLocalRuns
 from storage.requests import PgApprovalRequests, PgDecisions

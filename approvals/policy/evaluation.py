@@ -256,7 +256,7 @@ class Policy:
 
     #: It never mutates nor keeps the context it reads (a transform is built on a copy of the
     #: target), so a host emitter may hand it the context itself instead of a copy
-    #: (``graphs.emitter``).
+    #: (``graphs.hooks.emitter``).
     context_read_only: ClassVar[bool] = True
 
     def __init__(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from graphs.deps import Extra, GraphDeps
+from graphs.tool_call.deps import Extra, GraphDeps
 
 
 class SideEffectLog(Protocol):

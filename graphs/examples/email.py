@@ -5,7 +5,7 @@ Ask it "Email bob@example.com about the quarterly report".
 An ordinary langchain ``create_agent`` agent with a scripted chat model, governed by
 ``ApprovalMiddleware`` with the e-mail policy; its tools are governed tools
 (``GovernedTool.as_tool()``). ``build_classic`` is the same agent built with
-``graphs.agent.build_agent``.
+``graphs.hosts.langgraph.agent.build_agent``.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from langgraph.pregel import Pregel
 from pydantic import Field
 
 from approvals.policy import load_policy
-from graphs.agent import AgentGraph, build_agent
-from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
 from graphs.examples.effects import side_effects
-from graphs.governance import Governance
-from graphs.middleware import ApprovalMiddleware
-from graphs.scripted import ScriptedChatModel, ScriptedToolModel
-from graphs.tools import GovernedTool, ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel, ScriptedToolModel
+from graphs.hooks.governance import Governance
+from graphs.hosts.langgraph.agent import AgentGraph, build_agent
+from graphs.langchain.middleware import ApprovalMiddleware
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import GovernedTool, ToolCall, governed_tool
 
 POLICY = Path(__file__).parent / "policies" / "email.yaml"
 
@@ -87,7 +87,8 @@ def build(deps: GraphDeps, *, governance: Governance | None = None) -> Pregel[An
 
 
 def build_classic(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
-    """The same agent built with ``graphs.agent.build_agent`` (the engine's own loop)."""
+    """The same agent built with ``graphs.hosts.langgraph.agent.build_agent`` (the engine's own
+    loop)."""
     return build_agent(
         name="email",
         model=ScriptedChatModel(email_script),

@@ -29,12 +29,12 @@ from openai.types.responses import (
 )
 
 from approvals.policy import load_policy
-from graphs.deps import GraphDeps
 from graphs.examples.demo import external_call_latency
 from graphs.examples.effects import side_effects
 from graphs.examples.refund import ORDERS, POLICY
-from graphs.governance import Governance
-from graphs.openai_host import OpenAIAgent, current_call
+from graphs.hooks.governance import Governance
+from graphs.hosts.openai import OpenAIAgent, current_call
+from graphs.tool_call.deps import GraphDeps
 
 # No trace is ever sent anywhere: the example runs offline.
 set_tracing_disabled(True)

@@ -6,7 +6,7 @@ call and its own approval request.
 An ordinary langchain ``create_agent`` agent with a scripted chat model, governed by
 ``ApprovalMiddleware(policy=...)``. Its tools are governed tools (``GovernedTool.as_tool()``):
 the middleware runs them with their own validation, pre- and postconditions and ``ToolCall``.
-``build_classic`` is the same agent built with ``graphs.agent.build_agent``.
+``build_classic`` is the same agent built with ``graphs.hosts.langgraph.agent.build_agent``.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from langgraph.pregel import Pregel
 from pydantic import Field
 
 from approvals.policy import load_policy
-from graphs.agent import AgentGraph, build_agent
-from graphs.conditions import CheckResult, postcondition, precondition
-from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn, external_call_latency, result_of
 from graphs.examples.effects import side_effects
-from graphs.governance import Governance
-from graphs.middleware import ApprovalMiddleware
-from graphs.scripted import ScriptedChatModel, ScriptedToolModel
-from graphs.tools import GovernedTool, ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel, ScriptedToolModel
+from graphs.hooks.governance import Governance
+from graphs.hosts.langgraph.agent import AgentGraph, build_agent
+from graphs.langchain.middleware import ApprovalMiddleware
+from graphs.tool_call.call import CheckResult, postcondition, precondition
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import GovernedTool, ToolCall, governed_tool
 
 POLICY = Path(__file__).parent / "policies" / "refund.yaml"
 
@@ -125,7 +125,8 @@ def build(deps: GraphDeps, *, governance: Governance | None = None) -> Pregel[An
 
 
 def build_classic(deps: GraphDeps, *, governance: Governance | None = None) -> AgentGraph:
-    """The same agent built with ``graphs.agent.build_agent`` (the engine's own loop)."""
+    """The same agent built with ``graphs.hosts.langgraph.agent.build_agent`` (the engine's own
+    loop)."""
     return build_agent(
         name="refund",
         model=ScriptedChatModel(refund_script),

@@ -1454,7 +1454,7 @@ SELECT d.id, d.channel, d.status, d.attempts, d.last_error, e.data ->> 'status' 
 LISTEN approvals_run_events;
 
 -- name: ensure_local_run
--- A run an application invokes itself (graphs.in_process), recorded with its audit entry the
+-- A run an application invokes itself (graphs.langchain.in_process), recorded with its audit entry the
 -- first time one of its calls asks a human; again, nothing.
 WITH run AS (
     INSERT INTO runs (id, thread_id, graph, status, started_by, input)

@@ -88,7 +88,7 @@ SUITES = (
         test_file="tests/unit_tests/agents/middleware/implementations/test_human_in_the_loop.py",
         module="langchain.agents.middleware.human_in_the_loop",
         name="HumanInTheLoopMiddleware",
-        replacement="graphs.middleware.ApprovalMiddleware",
+        replacement="graphs.langchain.middleware.ApprovalMiddleware",
         floor=Floor(passing=80, of=85, unit="cases"),
         # As langchain's Makefile runs its unit tests.
         pytest_args=("--disable-socket", "--allow-unix-socket"),
@@ -99,7 +99,7 @@ SUITES = (
         test_file="tests/test_tool_node.py",
         module="langgraph.prebuilt",
         name="ToolNode",
-        replacement="graphs.middleware.GovernedToolNode",
+        replacement="graphs.langchain.tool_node.GovernedToolNode",
         floor=Floor(passing=40, of=44, unit="functions"),
     ),
 )

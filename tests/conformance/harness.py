@@ -1,20 +1,20 @@
 """The AGENT-HOOKS-0.1 conformance harness for our LangGraph host.
 
-Every vector runs through the graph ``graphs.agent.build_agent`` compiles: the governed loop
-(``start`` / ``agent`` / one ``tools`` task per call) with one ``Session`` per run, handed to
-the nodes in a ``SessionHolder`` as ``graphs/runner.py`` does, which also emits the run's
-``agent_startup`` and ``input`` through it before the graph is invoked (``graphs.admission``,
-so that no checkpoint holds a denied input). The chat model replays the
+Every vector runs through the graph ``graphs.hosts.langgraph.agent.build_agent`` compiles: the
+governed loop (``start`` / ``agent`` / one ``tools`` task per call) with one ``Session`` per run,
+handed to the nodes in a ``SessionHolder`` as ``graphs/orchestration/runner.py`` does, which also
+emits the run's ``agent_startup`` and ``input`` through it before the graph is invoked
+(``graphs.run.admission``, so that no checkpoint holds a denied input). The chat model replays the
 vector's ``model_script``; each scripted tool is a ``GovernedTool`` that goes through the tool
 step (validation, ``pre_tool_call``, the execution ledger, ``post_tool_call``).
 
-Escalations take our durable path: the emitter's resolver is ``graphs.governance.SLOT_RESOLVER``,
-which asks the approval slot of the emission in progress; the harness's slots
-(``approval_desk``) pause the graph with ``interrupt()``, the harness plays the human with the
-vector's scripted resolver, and resumes the thread with ``Command(resume=...)``, round after
-round, until the run completes, is blocked or fails. For declaration vectors the emitter is
-built from the vector's document by the loader, with the document's resolver name bound to the
-slot resolver, so escalations there take the same path.
+Escalations take our durable path: the emitter's resolver is
+``graphs.hooks.governance.SLOT_RESOLVER``, which asks the approval slot of the emission in
+progress; the harness's slots (``approval_desk``) pause the graph with ``interrupt()``, the harness
+plays the human with the vector's scripted resolver, and resumes the thread with
+``Command(resume=...)``, round after round, until the run completes, is blocked or fails. For
+declaration vectors the emitter is built from the vector's document by the loader, with the
+document's resolver name bound to the slot resolver, so escalations there take the same path.
 
 The graph runs on LangGraph's ``InMemorySaver`` and on the in-memory adapter
 (``approvals.memory``, one store per run) so the kit can construct the harness with no
@@ -58,12 +58,12 @@ from approvals.memory import (
     MemoryStore,
     MemoryToolLedger,
 )
-from graphs.admission import input_gate
-from graphs.agent import build_agent
-from graphs.deps import GraphDeps
-from graphs.emitter import emitter_class
 from graphs.examples.effects import extras
-from graphs.governance import SLOT_RESOLVER, Governance, SessionHolder
+from graphs.hooks.emitter import emitter_class
+from graphs.hooks.governance import SLOT_RESOLVER, Governance, SessionHolder
+from graphs.hosts.langgraph.agent import build_agent
+from graphs.run.admission import input_gate
+from graphs.tool_call.deps import GraphDeps
 from tests.conformance.approval_desk import ApprovalDesk, Question
 from tests.conformance.scenario import scripted_model, scripted_tools
 
@@ -242,7 +242,7 @@ class _HarnessRun:
     async def _until_settled(self) -> dict[str, Any]:
         content = self._scenario.input["content"]
         # As the runner does: agent_startup and input are emitted before the graph is invoked,
-        # and the graph gets what input admitted (graphs/admission.py).
+        # and the graph gets what input admitted (graphs/run/admission.py).
         gate = input_gate(self._graph)
         assert gate is not None
         admission = await gate.admit(

@@ -7,7 +7,7 @@ LangChain chat model), the vector's tools (here as LangChain tools whose argumen
 JSON-schema document, as MCP tools are), the same approval desk playing the human, the same
 in-memory ports. As the engine's runner does, the harness emits ``agent_startup`` and
 ``input`` through the agent's input gate before invoking it, and hands the middleware the
-run's bookkeeping in the config (``graphs.run_config``), never in the agent's state.
+run's bookkeeping in the config (``graphs.run.config``), never in the agent's state.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ from approvals.memory import (
     MemoryToolLedger,
 )
 from graphs import ApprovalMiddleware
-from graphs.admission import input_gate
-from graphs.deps import GraphDeps
 from graphs.examples.effects import extras
-from graphs.governance import SessionHolder
-from graphs.middleware import BLOCKED, register_hosts
-from graphs.run_config import engine_configurable
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.hooks.governance import SessionHolder
+from graphs.langchain.middleware import BLOCKED
+from graphs.langchain.tool_node import register_hosts
+from graphs.run.admission import input_gate
+from graphs.run.config import engine_configurable
+from graphs.tool_call.deps import GraphDeps
 from tests.conformance.approval_desk import Question
 from tests.conformance.harness import (
     GRAPH_NAME,

@@ -14,8 +14,8 @@ from agent_hooks.ctk.harness import ToolSpec
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ConfigDict
 
-from graphs.scripted import Script, ScriptedChatModel
-from graphs.tools import GovernedTool, ToolCall
+from graphs.examples.scripted import Script, ScriptedChatModel
+from graphs.tool_call.tools import GovernedTool, ToolCall
 
 
 class ModelScriptExhausted(RuntimeError):

@@ -1,5 +1,5 @@
 """AGENT-HOOKS-0.1 conformance through the OpenAI Agents SDK host: every vector of the kit, run
-by the SDK's own ``Runner`` on an ``agents.Agent`` governed by ``graphs.openai_host``.
+by the SDK's own ``Runner`` on an ``agents.Agent`` governed by ``graphs.hosts.openai``.
 
 The kit's harness contract is framework-neutral (``setup`` with the vector's interceptors,
 ``run`` returning a ``RunRecord``), so it drives this host as it drives the LangGraph ones:
@@ -51,11 +51,11 @@ from openai.types.responses import (
 from approvals.memory import MemoryApprovalRequests, MemoryStore, MemoryToolLedger
 from approvals.model import PendingCall
 from approvals.ports import NewRequest
-from graphs.deps import GraphDeps
-from graphs.governance import SessionHolder
-from graphs.openai_host import OpenAIAgent, OpenAIHost
-from graphs.openai_host.calls import HostRun, enter, leave
-from graphs.openai_host.runner import _admit, _call_id, _emit_output, _record_rejection
+from graphs.hooks.governance import SessionHolder
+from graphs.hosts.openai import OpenAIAgent, OpenAIHost
+from graphs.hosts.openai.calls import HostRun, enter, leave
+from graphs.hosts.openai.runner import _admit, _call_id, _emit_output, _record_rejection
+from graphs.tool_call.deps import GraphDeps
 from tests.conformance.approval_desk import ApprovalDesk, DeskSlot, Question
 from tests.conformance.harness import (
     GRAPH_NAME,

@@ -63,7 +63,8 @@ def new_request(
 
 
 def record(sequence: int) -> dict[str, Any]:
-    """An interception record as a settlement carries it (``graphs.governance.record_row``)."""
+    """An interception record as a settlement carries it
+    (``graphs.hooks.governance.record_row``)."""
     return {
         "session_id": "session-1",
         "sequence": sequence,

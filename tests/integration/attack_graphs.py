@@ -1,6 +1,7 @@
 """Graphs the session's attack tests run (tests/integration/test_attacks_session.py): the refund
-agent built with ``graphs.agent.build_agent`` (``refund.build_classic``) under interceptors that
-deny or escalate what an attacker would try to slip past. Registered like a user's graphs."""
+agent built with ``graphs.hosts.langgraph.agent.build_agent`` (``refund.build_classic``) under
+interceptors that deny or escalate what an attacker would try to slip past. Registered like a
+user's graphs."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Any
 
 from agent_hooks import Verdict
 
-from graphs.deps import GraphDeps
 from graphs.examples import refund
-from graphs.governance import Governance
-from graphs.interceptors import EscalateSensitiveTools
+from graphs.hooks.governance import Governance
+from graphs.hooks.interceptors import EscalateSensitiveTools
+from graphs.tool_call.deps import GraphDeps
 from tests.integration.governed_graphs import DenyInput, EscalateInput, RewriteRefundReason
 
 

@@ -25,11 +25,11 @@ from approvals.memory.runs import MemoryToolLedger
 from approvals.memory.store import MemoryStore
 from approvals.policy import Policy, parse_policy
 from graphs import ApprovalMiddleware
-from graphs.deps import GraphDeps
 from graphs.examples.effects import side_effects
-from graphs.in_process import LocalApprovals
-from graphs.run_config import RUN_ID_KEY
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.langchain.in_process import LocalApprovals
+from graphs.run.config import RUN_ID_KEY
+from graphs.tool_call.deps import GraphDeps
 
 #: The run id a refund records when no engine run invoked it (the log's column is a uuid).
 OUTSIDE_ENGINE = "00000000-0000-4000-8000-000000000000"

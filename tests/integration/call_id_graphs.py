@@ -22,13 +22,13 @@ from typing import Any, NoReturn
 from agent_hooks import ApprovalRequest, ApprovalResolution, Decision, Transform, Verdict
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from graphs.agent import AgentGraph, build_agent
-from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn
 from graphs.examples.effects import side_effects
-from graphs.governance import Governance
-from graphs.scripted import ScriptedChatModel
-from graphs.tools import GovernedTool, ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel
+from graphs.hooks.governance import Governance
+from graphs.hosts.langgraph.agent import AgentGraph, build_agent
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import GovernedTool, ToolCall, governed_tool
 
 Context = dict[str, Any]
 

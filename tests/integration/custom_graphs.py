@@ -7,12 +7,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from graphs.agent import AgentGraph, build_agent
-from graphs.conditions import CheckResult, postcondition, precondition
-from graphs.deps import GraphDeps
 from graphs.examples.effects import side_effects
-from graphs.scripted import ScriptedChatModel
-from graphs.tools import ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel
+from graphs.hosts.langgraph.agent import AgentGraph, build_agent
+from graphs.tool_call.call import CheckResult, postcondition, precondition
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import ToolCall, governed_tool
 
 
 def script(messages: list[BaseMessage]) -> AIMessage:

@@ -13,15 +13,15 @@ from langgraph.pregel import Pregel
 
 from approvals.policy import Policy, parse_policy
 from graphs import ApprovalMiddleware, GovernedToolNode
-from graphs.agent import AgentGraph, build_agent
-from graphs.deps import GraphDeps
 from graphs.examples import openai_refund
 from graphs.examples.refund import refund_script as example_refund_script
 from graphs.examples.refund import refund_tools
-from graphs.governance import Governance
-from graphs.interceptors import EscalateSensitiveTools
-from graphs.openai_host import OpenAIAgent
-from graphs.scripted import ScriptedChatModel, ScriptedToolModel
+from graphs.examples.scripted import ScriptedChatModel, ScriptedToolModel
+from graphs.hooks.governance import Governance
+from graphs.hooks.interceptors import EscalateSensitiveTools
+from graphs.hosts.langgraph.agent import AgentGraph, build_agent
+from graphs.hosts.openai import OpenAIAgent
+from graphs.tool_call.deps import GraphDeps
 from tests.integration import middleware_graphs
 from tests.integration.middleware_graphs import refund_script
 

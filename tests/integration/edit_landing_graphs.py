@@ -11,9 +11,9 @@ from typing import Any
 from langgraph.pregel import Pregel
 
 from approvals.policy import parse_policy
-from graphs.deps import GraphDeps
 from graphs.examples import refund
-from graphs.governance import Governance
+from graphs.hooks.governance import Governance
+from graphs.tool_call.deps import GraphDeps
 
 SMALL_RULE = """\
   - id: refunds-need-support

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from approvals.policy import parse_policy
-from graphs.deps import GraphDeps
 from graphs.examples import refund
-from graphs.governance import Governance
+from graphs.hooks.governance import Governance
+from graphs.tool_call.deps import GraphDeps
 
 #: Support has ten minutes; then finance has an hour; then the refund is rejected as expired.
 ESCALATING_POLICY = """

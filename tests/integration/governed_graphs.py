@@ -10,10 +10,10 @@ from typing import Any
 from agent_hooks import CompositionConfig, Decision, EnforcementMode, Transform, Verdict
 
 from approvals.policy import parse_policy
-from graphs.deps import GraphDeps
 from graphs.examples import refund
-from graphs.governance import Governance
-from graphs.interceptors import EscalateSensitiveTools
+from graphs.hooks.governance import Governance
+from graphs.hooks.interceptors import EscalateSensitiveTools
+from graphs.tool_call.deps import GraphDeps
 
 Context = dict[str, Any]
 

@@ -21,10 +21,10 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.pregel import Pregel
 
 from graphs import ApprovalMiddleware
-from graphs.deps import GraphDeps
 from graphs.examples.effects import side_effects
-from graphs.run_config import RUN_ID_KEY
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.run.config import RUN_ID_KEY
+from graphs.tool_call.deps import GraphDeps
 
 #: The description prefix of the batched agent (HITL's interrupt-structure test sets one).
 PREFIX = "A person looks first"

@@ -21,9 +21,9 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command
 
 from graphs import ApprovalMiddleware, GovernedToolNode
-from graphs.deps import GraphDeps
-from graphs.registry import ungoverned
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.hosts.registry import ungoverned
+from graphs.tool_call.deps import GraphDeps
 from tests.integration.middleware_graphs import _recording_refund, refund_script
 
 

@@ -22,15 +22,15 @@ from langgraph.types import Command, interrupt
 from pydantic import Field
 
 from graphs import ApprovalMiddleware, GovernedToolNode
-from graphs.conditions import CheckResult, precondition
-from graphs.deps import GraphDeps
 from graphs.examples.demo import external_call_latency
 from graphs.examples.effects import side_effects
-from graphs.governance import Governance
-from graphs.registry import ungoverned
-from graphs.run_config import RUN_ID_KEY
-from graphs.scripted import ScriptedToolModel
-from graphs.tools import ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.hooks.governance import Governance
+from graphs.hosts.registry import ungoverned
+from graphs.run.config import RUN_ID_KEY
+from graphs.tool_call.call import CheckResult, precondition
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import ToolCall, governed_tool
 from tests.integration.governed_graphs import (
     DenyInput,
     DenyOutput,

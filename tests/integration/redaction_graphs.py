@@ -9,12 +9,12 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from pydantic import Field
 
 from approvals.policy import parse_policy
-from graphs.agent import AgentGraph, build_agent
-from graphs.deps import GraphDeps
 from graphs.examples.effects import side_effects
-from graphs.governance import Governance
-from graphs.scripted import ScriptedChatModel
-from graphs.tools import ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel
+from graphs.hooks.governance import Governance
+from graphs.hosts.langgraph.agent import AgentGraph, build_agent
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import ToolCall, governed_tool
 
 CARD = "4111111111111111"
 CVV = "737"

@@ -14,10 +14,10 @@ from langgraph.pregel import Pregel
 
 from approvals.policy import parse_policy
 from graphs import ApprovalMiddleware
-from graphs.deps import GraphDeps
 from graphs.examples.effects import side_effects
-from graphs.run_config import RUN_ID_KEY
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.run.config import RUN_ID_KEY
+from graphs.tool_call.deps import GraphDeps
 
 
 def ask_script(messages: list[BaseMessage]) -> AIMessage:

@@ -18,9 +18,9 @@ from pydantic import BaseModel
 
 from approvals.policy import parse_policy
 from graphs import ApprovalMiddleware
-from graphs.deps import GraphDeps
-from graphs.governance import Governance
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.hooks.governance import Governance
+from graphs.tool_call.deps import GraphDeps
 
 CARD = "4111111111111111"
 

@@ -30,8 +30,8 @@ from langgraph.types import Command
 
 from approvals.errors import InvalidRunInput
 from approvals.model import DecisionKind, DecisionRecord, RequestStatus
-from graphs.middleware import ApprovalMiddleware
-from graphs.run_config import RUN_ID_KEY, NotRunByEngine, engine_configurable
+from graphs.langchain.middleware import ApprovalMiddleware
+from graphs.run.config import RUN_ID_KEY, NotRunByEngine, engine_configurable
 from tests.integration.attack_hitl_graphs import (
     PRE_APPROVED,
     REFUND_CALL,

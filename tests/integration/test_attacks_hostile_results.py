@@ -1,16 +1,16 @@
 """A LangGraph tool whose approved call returns what PostgreSQL cannot store (a NUL, a lone
 surrogate): the tool already ran, so the run must go on, with the result kept as visible
-escapes (graphs/storable.py, as the OpenAI-SDK host does). Before, the ledger refused the
+escapes (graphs/tool_call/storable.py, as the OpenAI-SDK host does). Before, the ledger refused the
 result, the call stayed 'started' after it ran and the run failed with PostgreSQL's error."""
 
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from graphs.agent import AgentGraph, build_agent
-from graphs.deps import GraphDeps
-from graphs.scripted import ScriptedChatModel
-from graphs.tools import ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel
+from graphs.hosts.langgraph.agent import AgentGraph, build_agent
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import ToolCall, governed_tool
 from web.engine import Engine
 
 HOSTILE = "before\x00after \ud800 end"

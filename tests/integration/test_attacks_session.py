@@ -25,7 +25,7 @@ from approvals.errors import (
 )
 from approvals.identity import call_identity
 from approvals.model import DecisionRecord, RequestStatus, Vote
-from graphs.worker import Worker
+from graphs.orchestration.worker import Worker
 from tests.integration import attack_graphs, governed_graphs
 from tests.integration.helpers import scalar, side_effects, start_refund
 from web.engine import Engine, open_engine

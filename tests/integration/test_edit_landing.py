@@ -18,7 +18,7 @@ from approvals.errors import InvalidDecision, NotAllowed
 from approvals.model import PendingCall, RequestStatus, Vote
 from approvals.principals import Principal
 from approvals.redaction import MARKER
-from graphs.edits import EditOutcome, recheck_edit
+from graphs.tool_call.edits import EditOutcome, recheck_edit
 from tests.integration.edit_landing_graphs import GRAPHS
 from tests.integration.helpers import side_effects
 from tests.integration.inprocess import invoke

@@ -18,9 +18,9 @@ from approvals.errors import EditRefused, NotAllowed, ShownCopyChanged
 from approvals.model import RequestStatus, Vote
 from approvals.policy import load_policy
 from approvals.principals import Principal
-from graphs.deps import GraphDeps
 from graphs.examples import refund
-from graphs.governance import Governance
+from graphs.hooks.governance import Governance
+from graphs.tool_call.deps import GraphDeps
 from tests.integration.helpers import person_token, scalar, side_effects, start_refund
 from web.engine import Engine, open_engine
 from web.settings import Settings

@@ -14,7 +14,7 @@ import pytest
 
 from approvals.errors import RequestNotPending
 from approvals.model import DecisionRecord, OnExpiry, RequestStatus, Vote
-from graphs.worker import ExpirySweeper
+from graphs.orchestration.worker import ExpirySweeper
 from tests.integration.expiry_graphs import GRAPHS
 from tests.integration.helpers import scalar, side_effects, start_refund
 from tests.integration.inprocess import invoke

@@ -16,11 +16,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from approvals.errors import InvalidDecision
-from graphs.agent import AgentState, build_agent
-from graphs.deps import GraphDeps
 from graphs.examples.effects import extras
-from graphs.governance import Governance
-from graphs.run_config import engine_configurable
+from graphs.hooks.governance import Governance
+from graphs.hosts.langgraph.agent import AgentState, build_agent
+from graphs.run.config import engine_configurable
+from graphs.tool_call.deps import GraphDeps
 from tests.integration.governed_graphs import GRAPHS, DenyOutput
 from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine

@@ -19,8 +19,12 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from graphs.middleware import ApprovalMiddleware, DecisionsOnlyThroughEngine, LocalApprovals
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
+from graphs.langchain.middleware import (
+    ApprovalMiddleware,
+    DecisionsOnlyThroughEngine,
+    LocalApprovals,
+)
 from web.local import local_approvals
 
 RACERS = 8

@@ -27,7 +27,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.types import Interrupt
 
 from approvals.model import RequestStatus, RunStatus
-from graphs.run_outcome import RunOutcome
+from graphs.run.outcome import RunOutcome
 from tests.integration.helpers import person_token, served_api
 from tests.integration.hitl_engine_graphs import OWN_NOTICE, PREFIX, calls_input
 from web.engine import Engine, open_engine

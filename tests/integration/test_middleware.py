@@ -28,8 +28,8 @@ from approvals.errors import (
 from approvals.identity import idempotency_key
 from approvals.model import DecisionRecord, ExecutionStatus
 from graphs import ApprovalMiddleware
-from graphs.lc_tools import from_langchain
-from graphs.run_config import engine_configurable
+from graphs.langchain.tools import from_langchain
+from graphs.run.config import engine_configurable
 from tests.integration import middleware_graphs
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.inprocess import invoke
@@ -731,7 +731,7 @@ from langchain.agents import create_agent
 from langchain_core.tools import tool
 
 from graphs import ApprovalMiddleware
-from graphs.scripted import ScriptedToolModel
+from graphs.examples.scripted import ScriptedToolModel
 from tests.integration.middleware_graphs import refund_script
 
 

@@ -13,9 +13,9 @@ import pytest
 from agents import Agent, function_tool
 
 from approvals.errors import InvalidDecision, RequestNotPending
-from graphs.deps import GraphDeps
 from graphs.examples.openai_refund import ScriptedModel
-from graphs.openai_host import current_call
+from graphs.hosts.openai import current_call
+from graphs.tool_call.deps import GraphDeps
 from storage.openai_runs import PgOpenAIRunStates
 from tests.integration.helpers import scalar, side_effects
 from web.engine import Engine
@@ -312,7 +312,7 @@ async def test_a_governed_tool_called_outside_an_engine_run_refuses(engine: Engi
         """Nothing."""
         return str(current_call())
 
-    from graphs.openai_host import OpenAIHost
+    from graphs.hosts.openai import OpenAIHost
 
     OpenAIHost("noop", Agent(name="noop", tools=[noop]))
     with pytest.raises(RuntimeError, match="governed"):
@@ -404,8 +404,8 @@ def points_agent(deps: GraphDeps) -> Any:
     refund tool's own needs_approval off: the policy alone escalates it."""
     from approvals.policy.loading import parse_policy
     from graphs.examples.openai_refund import refund_agent
-    from graphs.governance import Governance
-    from graphs.openai_host import OpenAIAgent
+    from graphs.hooks.governance import Governance
+    from graphs.hosts.openai import OpenAIAgent
 
     agent = refund_agent(deps)
     for tool in agent.tools:
@@ -528,7 +528,7 @@ async def test_a_thread_with_a_waiting_run_refuses_new_input(engine: Engine) -> 
 
 async def test_a_host_without_the_state_store_refuses_before_writing(engine: Engine) -> None:
     from approvals.errors import GraphLoadError
-    from graphs.openai_host import OPENAI_STATES
+    from graphs.hosts.openai import OPENAI_STATES
 
     # A host of its own (not web.engine, which gives the store) that gives no state store.
     registry = engine.registry

@@ -30,8 +30,8 @@ async def sealed_version(engine: Engine, run_id: str, state: str) -> str:
     """The version the engine's own key gives ``state`` in place of a run's stored one (its
     waiting calls and standing kept): what an insider who also holds the app's secret could
     write, to test what holds even then."""
-    from graphs.openai_host.ports import OPENAI_STATE_SEAL
-    from graphs.openai_host.sealing import SealedRow
+    from graphs.hosts.openai.ports import OPENAI_STATE_SEAL
+    from graphs.hosts.openai.sealing import SealedRow
 
     stored = await stored_state(engine, run_id)
     seal = engine.registry.deps.provided(OPENAI_STATE_SEAL)

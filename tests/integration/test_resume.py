@@ -18,7 +18,7 @@ from approvals.model import (
     ResumeJob,
     ToolExecution,
 )
-from graphs.run_outcome import RunOutcome
+from graphs.run.outcome import RunOutcome
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
 from web.engine import Engine, open_engine
 from web.settings import Settings

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from graphs.step_events import StepEvents
+from graphs.run.step_events import StepEvents
 from storage.run_events import RunEventHub
 from tests.integration.helpers import scalar
 from web.engine import Engine, open_engine

@@ -15,13 +15,13 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
 
 from approvals.policy import load_policy
-from graphs.agent import build_agent
-from graphs.deps import GraphDeps
 from graphs.examples.demo import current_turn
 from graphs.examples.email import POLICY, email_tools
-from graphs.governance import Governance
-from graphs.middleware import ApprovalMiddleware
-from graphs.scripted import ScriptedChatModel, ScriptedToolModel
+from graphs.examples.scripted import ScriptedChatModel, ScriptedToolModel
+from graphs.hooks.governance import Governance
+from graphs.hosts.langgraph.agent import build_agent
+from graphs.langchain.middleware import ApprovalMiddleware
+from graphs.tool_call.deps import GraphDeps
 from tests.integration.helpers import scalar
 from web.engine import Engine
 
@@ -65,7 +65,7 @@ def burst_openai(deps: GraphDeps) -> Any:
 
     from graphs.examples.effects import side_effects
     from graphs.examples.openai_refund import ScriptedModel
-    from graphs.openai_host import OpenAIAgent, current_call
+    from graphs.hosts.openai import OpenAIAgent, current_call
 
     @function_tool
     async def send_email(to: str, subject: str, body: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from graphs.worker import Worker
+from graphs.orchestration.worker import Worker
 from tests.integration.helpers import side_effects, start_refund
 from web.engine import Engine
 

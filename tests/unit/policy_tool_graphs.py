@@ -20,11 +20,11 @@ from langgraph.pregel import Pregel
 
 from approvals.policy import Policy, parse_policy
 from graphs import ApprovalMiddleware, GovernedToolNode
-from graphs.agent import AgentGraph, build_agent
-from graphs.deps import GraphDeps
-from graphs.governance import Governance
-from graphs.scripted import ScriptedChatModel, ScriptedToolModel
-from graphs.tools import ToolCall, governed_tool
+from graphs.examples.scripted import ScriptedChatModel, ScriptedToolModel
+from graphs.hooks.governance import Governance
+from graphs.hosts.langgraph.agent import AgentGraph, build_agent
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import ToolCall, governed_tool
 
 TOOLS = ("delete_customer", "lookup_customer")
 
@@ -126,7 +126,7 @@ def tool_node_graph(deps: GraphDeps, key: str) -> StateGraph[Any, Any, Any, Any]
 def openai_agent(deps: GraphDeps, key: str) -> Any:
     from agents import Agent, function_tool
 
-    from graphs.openai_host import OpenAIAgent
+    from graphs.hosts.openai import OpenAIAgent
 
     @function_tool
     def lookup_customer(customer_id: str) -> str:

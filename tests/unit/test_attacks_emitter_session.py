@@ -99,7 +99,7 @@ RESOLVERS: dict[str, tuple[Resolution, ...] | None] = {
 COMPOSITIONS = {
     "first_deny stop": CompositionConfig.default(),
     "first_deny resume": CompositionConfig.first_deny(OnApproval.RESUME),
-    # The engine's default (graphs.governance.DENY_WINS), which takes the fast path too.
+    # The engine's default (graphs.hooks.governance.DENY_WINS), which takes the fast path too.
     "run_all": CompositionConfig.run_all(),
 }
 

@@ -13,8 +13,8 @@ from agent_hooks import (
     Verdict,
 )
 
-from graphs.governance import DeferredSlot, Governance, Session
-from graphs.interceptors import EscalateSensitiveTools
+from graphs.hooks.governance import DeferredSlot, Governance, Session
+from graphs.hooks.interceptors import EscalateSensitiveTools
 
 
 class Approving:

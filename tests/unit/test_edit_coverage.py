@@ -1,7 +1,7 @@
 """``approvals.edit_coverage``: an approver's edit is covered by their decision only where the rule
 it lands in would have offered them approve and edit on a request for the edited arguments
 (issue 30, items 1 and 2). The property test builds that direct request with the code the
-engine records requests with (``graphs.resolver``) and checks that a covered edit never gets
+engine records requests with (``graphs.hooks.approval``) and checks that a covered edit never gets
 more than it would have been offered."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from approvals.policy.evaluation import Escalation, _approval_block
 from approvals.ports import NewRequest
 from approvals.principals import Principal
 from approvals.redaction import redact_shown, redacted_paths, restore
-from graphs.resolver import _escalated
+from graphs.hooks.approval import _escalated
 
 ORIGINAL: dict[str, Any] = {
     "order_id": "1001",
@@ -44,7 +44,7 @@ SUPPORT = {
 
 
 def _new(args: dict[str, Any]) -> NewRequest:
-    """What the tool step records before a policy shapes it (``graphs.tool_step``)."""
+    """What the tool step records before a policy shapes it (``graphs.tool_call.step``)."""
     return NewRequest(
         run_id="00000000-0000-4000-8000-000000000001",
         thread_id="t",

@@ -47,7 +47,7 @@ from agent_hooks.emitter import IdentityProvider
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphs.emitter import HostEmitter, JsonContext
+from graphs.hooks.emitter import HostEmitter, JsonContext
 
 TIMEOUT = 0.05
 TIMESTAMP = "2026-01-01T00:00:00.000000Z"

@@ -23,8 +23,8 @@ from agent_hooks.ctk import Harness, RunRecord, load_vectors, run_vector
 from agent_hooks.ctk import reference as reference_agent
 from agent_hooks.ctk.reference import ReferenceHarness
 
-from graphs.emitter import HostEmitter, JsonContext, emitter_class
-from graphs.governance import Governance
+from graphs.hooks.emitter import HostEmitter, JsonContext, emitter_class
+from graphs.hooks.governance import Governance
 
 VECTORS = load_vectors()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from graphs.emitter import JsonContext
+from graphs.hooks.emitter import JsonContext
 
 
 def test_a_deep_copy_shares_nothing_with_the_context() -> None:

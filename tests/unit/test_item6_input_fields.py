@@ -16,7 +16,7 @@ from langgraph.managed import RemainingSteps
 from langgraph.pregel import Pregel
 
 from graphs import GovernedToolNode
-from graphs.host_state import input_fields
+from graphs.langchain.host_state import input_fields
 
 
 @tool

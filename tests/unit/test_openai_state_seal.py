@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graphs.openai_host.sealing import SealCheck, SealedRow, StateSeal
+from graphs.hosts.openai.sealing import SealCheck, SealedRow, StateSeal
 
 SECRET = "the-app-secret-that-signs-sessions-too-0123456789"
 ROW = SealedRow(

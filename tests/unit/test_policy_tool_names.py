@@ -12,8 +12,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from approvals.errors import GraphLoadError
 from approvals.memory import MemoryApprovalRequests, MemoryStore, MemoryToolLedger
 from approvals.policy import PolicyError, check_tool_names, parse_policy
-from graphs.deps import GraphDeps
-from graphs.registry import DEFAULT_GRAPHS, GraphRegistry
+from graphs.hosts.registry import DEFAULT_GRAPHS, GraphRegistry
+from graphs.tool_call.deps import GraphDeps
 from tests.unit.policy_tool_graphs import HOSTS, POLICIES, TOOLS
 
 MODULE = "tests.unit.policy_tool_graphs"

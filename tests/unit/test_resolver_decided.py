@@ -1,5 +1,5 @@
 """A resumed call takes the decision its resume read under the thread's lock, and only for
-the request that decision belongs to (``graphs.resolver.decided_beforehand``)."""
+the request that decision belongs to (``graphs.hooks.approval.decided_beforehand``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from approvals.model import (
     RequestStatus,
 )
 from approvals.ports import NewRequest, NewRun
-from graphs.resolver import StoredDecisionResolver, _escalated, decided_beforehand
+from graphs.hooks.approval import StoredDecisionResolver, _escalated, decided_beforehand
 from tests.contracts.records import new_request
 
 

@@ -1,4 +1,4 @@
-"""A step's node updates kept for its settlement (graphs.step_events): none is lost, written
+"""A step's node updates kept for its settlement (graphs.run.step_events): none is lost, written
 twice or out of order, whether the step ends first or a write on the way fails."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from graphs.step_events import StepEvents
+from graphs.run.step_events import StepEvents
 
 
 class Sink:

@@ -14,10 +14,10 @@ from pydantic import BaseModel, Field, ValidationError
 from approvals.errors import InvalidRunInput
 from graphs.examples.email import email_script
 from graphs.examples.refund import refund_script
-from graphs.interceptors import EscalateSensitiveTools
-from graphs.lc_tools import from_langchain
-from graphs.run_input import parse_input
-from graphs.tools import ToolCall, governed_tool
+from graphs.hooks.interceptors import EscalateSensitiveTools
+from graphs.langchain.tools import from_langchain
+from graphs.run.input import parse_input
+from graphs.tool_call.tools import ToolCall, governed_tool
 
 
 def test_governed_tool_schema_comes_from_type_hints() -> None:
@@ -131,7 +131,7 @@ async def test_a_langchain_tool_is_governed_with_its_schema_and_key() -> None:
 
 
 async def test_conditions_hold_fail_with_a_reason_or_fail_closed() -> None:
-    from graphs.conditions import first_failure, precondition
+    from graphs.tool_call.call import first_failure, precondition
 
     @precondition()
     async def holds(args: dict[str, object], call: ToolCall) -> bool:
@@ -196,7 +196,7 @@ def test_a_tool_describes_its_validation() -> None:
 def test_tool_counts_cover_the_current_run_only() -> None:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-    from graphs.agent import _tool_counts
+    from graphs.langchain.history import tool_counts as _tool_counts
 
     def result(name: str, status: str = "success") -> ToolMessage:
         return ToolMessage(content="{}", tool_call_id=f"{name}-id", name=name, status=status)

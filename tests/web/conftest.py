@@ -15,7 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
-from graphs.runner import Runner
+from graphs.orchestration.runner import Runner
 from tests.integration.helpers import person_token, run_status, until
 from web.app import create_app
 from web.engine import Engine

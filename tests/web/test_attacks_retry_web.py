@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from graphs.runner import Runner
+from graphs.orchestration.runner import Runner
 from tests.integration.helpers import person_token, scalar
 from tests.web.conftest import Server, failed_refund
 from web.engine import Engine

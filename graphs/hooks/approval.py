@@ -1,0 +1,276 @@
+"""The approval seam backed by the database: a human decision lifts (or keeps) a liftable deny.
+
+The resolver never trusts the resume payload. When the emitter consults it, it opens the
+request for this exact call (run, call id, content identity), recording it if it is new, and
+answers with the decision the server holds for it, echoing the emitter's context identity as
+AGENT-HOOKS-0.1 §9 requires. No decision yet: unresolved, and the call pauses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime, timedelta
+from typing import Any, NoReturn
+
+from agent_hooks import (
+    ApprovalOutcome,
+    ApprovalRequest,
+    ApprovalResolution,
+    Decision,
+    InterceptionPoint,
+    Transform,
+    Verdict,
+)
+from langgraph.types import interrupt
+
+from approvals.identity import call_identity
+from approvals.masking import Withheld, mask_shown
+from approvals.model import (
+    DECIDED_STATUSES,
+    DECISION_TYPES,
+    MAX_EXPIRES_IN,
+    MAX_QUORUM,
+    DecisionKind,
+    DecisionRecord,
+    EscalationStep,
+    OnExpiry,
+    PendingCall,
+    RequestStatus,
+)
+from approvals.ports import ApprovalRequests, NewRequest
+from approvals.redaction import redact_shown, redacted_paths, restore, withheld
+from graphs.hooks import hitl
+
+#: The values a run withheld from approvers in its requests before this one (read from the
+#: run's state: ``graphs.hooks.withheld.earlier_withheld``).
+EarlierWithheld = Callable[[NewRequest], Awaitable[list[Any]]]
+
+
+def pause(request: PendingCall) -> NoReturn:
+    """Interrupt the run until a human decides ``request``."""
+    # HumanInTheLoopMiddleware's shape (``graphs.hooks.hitl``), so any HITL client renders it, with
+    # the engine's fields (request id, identity, expiry, shown digest) beside.
+    value = hitl.payload(request)
+    # Per call, HITL publishes the decisions the call takes as the interrupt's schema; here as
+    # a document only (a dict is published, never checked): the resume value is the engine's.
+    schema = hitl.response_schema(request) if value.get("type") == "tool_approval" else None
+    # interrupt() returns only when a resume value was already given to this task. The
+    # server's record is the truth, and it holds no decision for this request: pause again.
+    while True:
+        interrupt(value, response_schema=schema)
+
+
+#: The reason of the transform an approver's edited arguments become.
+EDITED_BY_APPROVER = "edited_by_approver"
+#: The reason of the deny a human's answer in the tool's place (``respond``) becomes.
+ANSWERED_BY_APPROVER = "answered_by_approver"
+
+
+def human_answer(verdict: Verdict, decision: DecisionRecord | None) -> str | None:
+    """The answer a human gave in the tool's place (a ``respond`` decision), when ``verdict``
+    is the deny it became; ``None`` for any other deny. Both hosts return it as the tool's
+    result."""
+    if (
+        verdict.reason == ANSWERED_BY_APPROVER
+        and decision is not None
+        and decision.kind is DecisionKind.RESPOND
+    ):
+        return decision.reason
+    return None
+
+
+#: The request a resume was queued for and its decision, read under the thread's lock
+#: (``ResumeCheck.decided``); set by the runner around the resumed invocation.
+_DECIDED: ContextVar[tuple[PendingCall, DecisionRecord] | None] = ContextVar(
+    "approvals_decided", default=None
+)
+
+
+@contextmanager
+def decided_beforehand(decided: tuple[PendingCall, DecisionRecord] | None) -> Iterator[None]:
+    """Within this block, a call asking for ``decided``'s request (the same run, call id and
+    content identity) takes that decision instead of opening the request again: a decided
+    request and its decision never change, so the read would return what is here."""
+    token = _DECIDED.set(decided)
+    try:
+        yield
+    finally:
+        _DECIDED.reset(token)
+
+
+class StoredDecisionResolver:
+    """Answers the emitter's approval seam from the decision stored for one call."""
+
+    def __init__(
+        self,
+        requests: ApprovalRequests,
+        new: NewRequest,
+        earlier: EarlierWithheld | None = None,
+    ) -> None:
+        """``earlier``: the values the run withheld from approvers in its earlier requests
+        (``graphs.hooks.withheld``), masked in this one too; none when not given."""
+        self._requests = requests
+        self._new = new
+        self._earlier = earlier
+        self.escalation: Verdict | None = None
+        self.request: PendingCall | None = None
+        self.decision: DecisionRecord | None = None
+        self.failed = False
+
+    @property
+    def awaiting_human(self) -> bool:
+        """The seam was consulted and the call's request waits for a decision."""
+        return (
+            self.escalation is not None
+            and not self.failed
+            and self.request is not None
+            and self.request.status is RequestStatus.PENDING
+        )
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        """Interrupt the run until a human decides this slot's request."""
+        assert self.request is not None
+        pause(self.request)
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        self.escalation = request.verdict
+        try:
+            return await self._resolve(request)
+        except BaseException:
+            # Reading the decision failed (or timed out): not "no decision yet". The caller
+            # must not pause again on a call that may already be decided.
+            self.failed = True
+            raise
+
+    async def _resolve(self, request: ApprovalRequest) -> ApprovalResolution:
+        echo = request.context_identity
+        reason = request.verdict.message or request.verdict.reason
+        new = _escalated(self._new, reason, request.verdict.approval or {})
+        if request.interception_point is InterceptionPoint.PRE_TOOL_CALL:
+            new = _as_presented(new, request.context.get("target"))
+        # Redacted last, from the arguments as presented: the identity keeps binding them whole.
+        full_args = new.shown.get("args") or {}
+        redact = (request.verdict.approval or {}).get("redact")
+        new = dataclasses.replace(new, shown=redact_shown(new.shown, redact))
+        known = _DECIDED.get()
+        if (
+            known is not None
+            and known[0].identity == new.identity
+            and known[0].call_id == new.call_id
+            and known[0].run_id == new.run_id
+        ):
+            # What open() returns for a request that exists with this identity: that request
+            # (nothing superseded, nothing created) and its decision, already read.
+            self.request, self.decision = known
+        else:
+            # Free text (a tool's result, the model quoting it, another call's arguments) may
+            # repeat a value withheld from approvers: masked before anyone is shown it.
+            values = withheld(full_args, redacted_paths(new.shown))
+            if self._earlier is not None:
+                values += await self._earlier(new)
+            new = dataclasses.replace(new, shown=mask_shown(new.shown, Withheld(values)))
+            self.request, self.decision = await self._requests.open(new)
+        status = self.request.status
+        if status is RequestStatus.EXPIRED:
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.REJECT,
+                context_identity=echo,
+                verdict=Verdict.deny(
+                    reason="approval_expired", message="the approval request expired"
+                ),
+            )
+        decision = self.decision
+        if decision is None or status not in DECIDED_STATUSES:
+            return ApprovalResolution(outcome=ApprovalOutcome.UNRESOLVED, context_identity=echo)
+        if decision.kind is DecisionKind.RESPOND:
+            # The human answered in the tool's place: the call is not run (a deny, to the
+            # emitter), and the tool step hands the answer to the model as the tool's result.
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.REJECT,
+                context_identity=echo,
+                verdict=Verdict.deny(reason=ANSWERED_BY_APPROVER, message=decision.reason),
+            )
+        if decision.kind is DecisionKind.REJECT:
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.REJECT,
+                context_identity=echo,
+                verdict=Verdict.deny(reason="rejected_by_approver", message=decision.reason),
+            )
+        if decision.kind is DecisionKind.EDIT and decision.args is not None:
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.APPROVE,
+                context_identity=echo,
+                verdict=Verdict(
+                    decision=Decision.TRANSFORM,
+                    reason=EDITED_BY_APPROVER,
+                    # A redacted argument runs with its original value, never the marker.
+                    transform=Transform(
+                        path="$target",
+                        value=restore(decision.args, full_args, redacted_paths(self.request.shown)),
+                    ),
+                ),
+            )
+        return ApprovalResolution(
+            outcome=ApprovalOutcome.APPROVE,
+            context_identity=echo,
+            verdict=Verdict(decision=Decision.ALLOW, reason="approved_by_approver"),
+        )
+
+
+def _as_presented(new: NewRequest, target: Any) -> NewRequest:
+    """The request for the arguments as they stand when the call is escalated.
+
+    An interceptor registered before the escalating one may have transformed them; what runs
+    after approval is the transformed value, so that is what the approver must see, and what
+    the request's identity binds (AGENT-HOOKS-0.1 computes the identity it hands the resolver
+    over the context as presented, after earlier transforms, for the same reason)."""
+    if not isinstance(target, dict) or target == new.shown.get("args"):
+        return new
+    identity = call_identity(run_id=new.run_id, call_id=new.call_id, tool=new.tool, args=target)
+    return dataclasses.replace(new, shown={**new.shown, "args": target}, identity=identity)
+
+
+def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) -> NewRequest:
+    """The request as the escalating verdict shapes it: its reason, and the deadline, approver
+    groups, edit permission, allowed decisions, quorum and escalation chain a policy's approval
+    block (or an ``interrupt_on`` entry) names."""
+    changes: dict[str, Any] = {}
+    if reason is not None:
+        changes["reason"] = reason
+    seconds = approval.get("expires_in_seconds")
+    if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0:
+        # Another interceptor's deadline, at most ten years out like a policy file's.
+        seconds = min(seconds, int(MAX_EXPIRES_IN.total_seconds()))
+        changes["expires_at"] = datetime.now(UTC) + timedelta(seconds=seconds)
+    approvers = approval.get("approvers")
+    if isinstance(approvers, list) and all(isinstance(a, str) for a in approvers):
+        changes["approvers"] = tuple(approvers)
+    if isinstance(approval.get("allow_edit"), bool):
+        changes["allow_edit"] = approval["allow_edit"] and new.allow_edit
+    allowed = approval.get("allowed_decisions")
+    if (
+        isinstance(allowed, list)
+        and allowed
+        and all(isinstance(d, str) and d in DECISION_TYPES for d in allowed)
+    ):
+        # The tool's allowed_decisions, in place of the default (which never offers respond).
+        changes["allowed_decisions"] = tuple(d for d in DECISION_TYPES if d in allowed)
+    rule = approval.get("rule")
+    if isinstance(rule, str) and rule:
+        # What escalated the call, shown to the approver beside the reason.
+        changes["shown"] = {**new.shown, "rule": rule}
+    quorum = approval.get("quorum")
+    if isinstance(quorum, int) and not isinstance(quorum, bool) and 1 <= quorum <= MAX_QUORUM:
+        changes["quorum"] = quorum
+    chain = approval.get("then")
+    if approval.get("on_expiry") == OnExpiry.ESCALATE and isinstance(chain, list) and chain:
+        steps = [EscalationStep.from_json(item) for item in chain]
+        # A chain is taken whole or not at all: a malformed one leaves the request to be
+        # rejected when it expires (fail closed), never to wait for a group nobody named.
+        if all(step is not None for step in steps):
+            changes["on_expiry"] = OnExpiry.ESCALATE
+            changes["escalation_chain"] = tuple(s for s in steps if s is not None)
+    return dataclasses.replace(new, **changes) if changes else new

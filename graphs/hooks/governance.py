@@ -1,0 +1,330 @@
+"""The AGENT-HOOKS-0.1 host side of a run: one emitter and one context source per invocation.
+
+Every node of a governed graph emits through the ``Session`` of the invocation it runs in, so a
+run's interceptions share one session id and one monotonic sequence, and the runner collects
+their payload-free records when the invocation ends (it stores them with the run's settlement).
+
+Lifting a liftable deny is durable: the node that emits names an ``ApprovalSlot`` for what it
+asks, and the emitter's resolver asks that slot. When the slot has no human answer yet, the
+emission is suspended: its record is withdrawn (it has no outcome) and the node pauses with
+``interrupt()``. On resume the node runs again, emits the same question again, and the slot now
+answers with the decision a human made, echoing the context identity as §9 requires.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Protocol, cast
+
+from agent_hooks import (
+    AgentContextBuilder,
+    ApprovalOutcome,
+    ApprovalRequest,
+    ApprovalResolution,
+    ApprovalResolver,
+    CompositionConfig,
+    EmitOutcome,
+    EnforcementMode,
+    InterceptionBlocked,
+    InterceptionEmitter,
+    InterceptionRecord,
+    Interceptor,
+)
+from langchain_core.runnables import RunnableConfig
+
+from approvals.errors import DatabaseUnavailable
+from graphs.hooks.emitter import JsonContext, emitter_class
+
+FRAMEWORK = "langgraph"
+SESSION_KEY = "__approvals_session"
+
+
+class ApprovalSlot(Protocol):
+    """Where one emission's liftable deny gets its human answer."""
+
+    @property
+    def awaiting_human(self) -> bool:
+        """The slot was asked and nobody has answered yet: the emission must pause."""
+        ...
+
+    @property
+    def failed(self) -> bool:
+        """Reading the answer failed: neither a deny nor a pause is safe."""
+        ...
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution: ...
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        """Pause the run until a human answers (``interrupt()``)."""
+        ...
+
+
+class DeferredSlot:
+    """An ``ApprovalSlot`` made only when its emission consults it.
+
+    Almost every emission is allowed and never asks its slot anything, while making one (the
+    request a human would be shown, its content identity, its deadline) costs about as much
+    as the emission's own context. ``make`` returns the slot, or ``None`` when there is none
+    to ask (then the slot behaves as no slot: unresolved, and the deny stands)."""
+
+    __slots__ = ("_made", "_make", "_slot")
+
+    def __init__(self, make: Callable[[], ApprovalSlot | None]) -> None:
+        self._make = make
+        self._made = False
+        self._slot: ApprovalSlot | None = None
+
+    def _get(self) -> ApprovalSlot | None:
+        if not self._made:
+            self._slot = self._make()
+            self._made = True
+        return self._slot
+
+    @property
+    def made(self) -> ApprovalSlot | None:
+        """The slot, if the emission consulted it."""
+        return self._slot
+
+    @property
+    def awaiting_human(self) -> bool:
+        return self._slot is not None and self._slot.awaiting_human
+
+    @property
+    def failed(self) -> bool:
+        return self._slot is not None and self._slot.failed
+
+    @property
+    def request(self) -> Any:
+        """The stored request the slot opened (``None`` before, or for a slot without one)."""
+        return getattr(self._slot, "request", None)
+
+    @property
+    def decision(self) -> Any:
+        """The decision the slot read (``None`` before, or for a slot without one)."""
+        return getattr(self._slot, "decision", None)
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        slot = self._get()
+        if slot is None:
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.UNRESOLVED, context_identity=request.context_identity
+            )
+        return await slot.resolve(request)
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        slot = self._get()
+        if slot is None:
+            raise RuntimeError("an emission without a slot cannot wait for a human")
+        slot.suspend(context)
+
+
+_CURRENT_SLOT: ContextVar[ApprovalSlot | None] = ContextVar("approvals_slot", default=None)
+
+
+class SlotResolver:
+    """The emitter's resolver: asks the slot of the emission in progress. An emission without a
+    slot cannot be lifted here: unresolved, and the deny stands."""
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        slot = _CURRENT_SLOT.get()
+        if slot is None:
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.UNRESOLVED, context_identity=request.context_identity
+            )
+        return await slot.resolve(request)
+
+
+SLOT_RESOLVER = SlotResolver()
+
+EmitterFactory = Callable[[ApprovalResolver], InterceptionEmitter]
+
+#: The composition of a governance that names none: every interceptor answers before anyone is
+#: asked (``sequential/run_all``), a deny no human may lift outranks a liftable one wherever it
+#: stands in the list, and only when nothing denies does the first escalation go to a human.
+#: Not the SDK's default (``sequential/first_deny``, ``on_approval: stop``): there an approved
+#: escalation ends the fold, so an ``interrupt_on`` or sensitive-tool escalation placed before a
+#: policy had a human approve calls the policy denies, and the policy was never consulted.
+DENY_WINS = CompositionConfig.run_all()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Governance:
+    """How a graph's interceptions are evaluated: its interceptors (in order), the composition
+    profile, the enforcement mode, the per-interceptor timeout and the identity provider.
+
+    ``composition`` is ``DENY_WINS`` unless given (``None`` means it too): a deny anywhere wins
+    before any human is asked. A composition given explicitly is the AGENT-HOOKS profile it
+    names, ``sequential/first_deny`` included, where an approved escalation skips the
+    interceptors after it.
+
+    ``emitter`` replaces all of that with a factory, for hosts that build their emitter from a
+    host declaration document; it receives the resolver to register."""
+
+    interceptors: Sequence[Interceptor] = ()
+    mode: EnforcementMode = EnforcementMode.ENFORCE
+    composition: CompositionConfig | None = DENY_WINS
+    timeout: float | None = 5.0
+    identity_provider: str | None = "jcs-sha256"
+    emitter: EmitterFactory | None = None
+    names: Sequence[str] = field(default=())
+
+    def new_emitter(self) -> InterceptionEmitter:
+        """The emitter for one session: ``graphs.hooks.emitter.HostEmitter``, or the SDK's
+        ``InterceptionEmitter`` when ``APPROVALS_EMITTER=sdk`` (read here, per session)."""
+        resolver = cast(ApprovalResolver, SLOT_RESOLVER)
+        if self.emitter is not None:
+            return self.emitter(resolver)
+        emitter = emitter_class()(
+            mode=self.mode,
+            resolver=resolver,
+            timeout=self.timeout,
+            composition=DENY_WINS if self.composition is None else self.composition,
+            identity_provider=self.identity_provider,
+        )
+        for i, interceptor in enumerate(self.interceptors):
+            name = self.names[i] if i < len(self.names) else f"{type(interceptor).__name__}#{i}"
+            emitter.register(interceptor, name=name)
+        return emitter
+
+
+class Session:
+    """One invocation of one run: its emitter, its context source and its records."""
+
+    def __init__(
+        self,
+        governance: Governance,
+        *,
+        graph: str,
+        run_id: str,
+        principal: str,
+        first_sequence: int = 0,
+    ) -> None:
+        self.governance = governance
+        self.graph = graph
+        self.run_id = run_id
+        self.principal = principal
+        self.emitter = governance.new_emitter()
+        self._builder = AgentContextBuilder(
+            agent_id=graph, framework=FRAMEWORK, session_id=run_id
+        ).with_l2(actor={"id": principal, "kind": "human"})
+        self._sequence = itertools.count(first_sequence)
+        self._withdrawn: list[InterceptionRecord] = []
+        self.shut_down = False
+        #: Why a deny stopped the run, when a node stopped it (``graphs.langchain.middleware``):
+        #: what the runner settles the run from even when the stopped agent is a node of another
+        #: graph, whose state does not carry the agent's.
+        self.blocked: dict[str, Any] | None = None
+
+    def context(
+        self,
+        point: str,
+        *,
+        extensions: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """A new context for ``point`` (a builder method name), with this run's envelope."""
+        ctx: dict[str, Any] = JsonContext(getattr(self._builder, point)(**fields))
+        ctx["sequence"] = next(self._sequence)
+        if extensions:
+            # What policies read beyond the contract's fields (the run is the session, the
+            # graph the agent): the tool's metadata and how often tools ran in this run.
+            ctx["extensions"] = {"approvals": extensions}
+        return ctx
+
+    async def emit(self, ctx: dict[str, Any], slot: ApprovalSlot | None = None) -> EmitOutcome:
+        """Emit ``ctx``; raises ``InterceptionBlocked`` on a deny. A liftable deny whose slot
+        waits for a human suspends the run instead (this call does not return)."""
+        token = _CURRENT_SLOT.set(slot)
+        try:
+            return await self.emitter.emit(ctx)
+        except InterceptionBlocked as blocked:
+            if slot is None:
+                raise
+            if slot.failed:
+                # The answer could not be read: fail the step so it is retried, rather than deny
+                # a call a human may have approved or pause on one already decided.
+                raise DatabaseUnavailable(
+                    f"could not read the decision for {ctx.get('interception_point')}"
+                ) from blocked
+            if slot.awaiting_human:
+                # A suspended emission has no outcome yet: its repeat on resume is the record.
+                self._withdrawn.append(blocked.result)
+                slot.suspend(ctx)
+            raise
+        finally:
+            _CURRENT_SLOT.reset(token)
+
+    async def shutdown(self, reason: str) -> None:
+        """``agent_shutdown``: the run ended (completed, blocked or failed). Never blocks."""
+        if self.shut_down:
+            return
+        self.shut_down = True
+        await self.emitter.emit_unchecked(self.context("agent_shutdown", reason=reason))
+
+    def records(self) -> list[InterceptionRecord]:
+        """This invocation's interception records, in order, without suspended emissions."""
+        withdrawn = {id(r) for r in self._withdrawn}
+        return [r for r in self.emitter.results if id(r) not in withdrawn]
+
+
+@dataclass
+class SessionHolder:
+    """Put in an invocation's config by whoever runs the graph: the first governed node makes
+    the session, the caller reads it afterwards (records, shutdown)."""
+
+    first_sequence: int = 0
+    session: Session | None = None
+
+    def get(self, governance: Governance, *, graph: str, run_id: str, principal: str) -> Session:
+        if self.session is None:
+            self.session = Session(
+                governance,
+                graph=graph,
+                run_id=run_id,
+                principal=principal,
+                first_sequence=self.first_sequence,
+            )
+        return self.session
+
+    def config(self) -> dict[str, Any]:
+        """The ``configurable`` entry that hands this holder to the graph's nodes."""
+        return {SESSION_KEY: self}
+
+
+def session_of(
+    config: RunnableConfig, governance: Governance, *, graph: str, run_id: str, principal: str
+) -> Session:
+    """The invocation's session; a graph invoked without a holder gets a throwaway one per node
+    (its records are not kept)."""
+    holder = (config.get("configurable") or {}).get(SESSION_KEY)
+    if not isinstance(holder, SessionHolder):
+        holder = SessionHolder()
+    return holder.get(governance, graph=graph, run_id=run_id, principal=principal)
+
+
+def record_row(record: InterceptionRecord) -> dict[str, Any]:
+    """A record as the run's settlement stores it: the wire record (payload-free, §10.3) and
+    the columns a listing filters on."""
+    wire = record.to_wire()
+    verdict = wire.get("verdict") or {}
+    decided_by = wire.get("decided_by")
+    interceptor = None
+    for summary in wire.get("verdicts") or []:
+        if summary.get("index") == decided_by:
+            interceptor = summary.get("name")
+    return {
+        "session_id": wire.get("session_id") or "",
+        "sequence": wire.get("sequence", -1),
+        "point": wire.get("interception_point"),
+        "decision": verdict.get("decision"),
+        "reason": verdict.get("reason"),
+        "interceptor": interceptor,
+        "mode": wire.get("mode"),
+        "input_identity": wire.get("input_identity"),
+        "enforced_identity": wire.get("enforced_identity"),
+        "resolved_by": wire.get("resolved_by"),
+        "record": wire,
+    }

@@ -1,0 +1,2 @@
+"""Starting and resuming runs whatever their host: the runner (thread lock, queue, settlement) and
+the resume worker."""
