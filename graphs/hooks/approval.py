@@ -1,9 +1,14 @@
-"""The approval seam backed by the database: a human decision lifts (or keeps) a liftable deny.
+"""The approval slot: where one emission's liftable deny gets its human answer, and the one
+backed by the database, where a human decision lifts (or keeps) it.
 
-The resolver never trusts the resume payload. When the emitter consults it, it opens the
-request for this exact call (run, call id, content identity), recording it if it is new, and
-answers with the decision the server holds for it, echoing the emitter's context identity as
-AGENT-HOOKS-0.1 §9 requires. No decision yet: unresolved, and the call pauses.
+The emitter's resolver (``SLOT_RESOLVER``) asks the slot of the emission in progress
+(``Session.emit`` names it with ``asking``); a ``DeferredSlot`` makes its slot only when asked.
+
+The stored-decision slot (``StoredDecisionResolver``) never trusts the resume payload. When the
+emitter consults it, it opens the request for this exact call (run, call id, content identity),
+recording it if it is new, and answers with the decision the server holds for it, echoing the
+emitter's context identity as AGENT-HOOKS-0.1 §9 requires. No decision yet: unresolved, and the
+call pauses.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from agent_hooks import (
     ApprovalOutcome,
@@ -43,6 +48,116 @@ from approvals.model import (
 from approvals.ports import ApprovalRequests, NewRequest
 from approvals.redaction import redact_shown, redacted_paths, restore, withheld
 from graphs.hooks import hitl
+
+
+class ApprovalSlot(Protocol):
+    """Where one emission's liftable deny gets its human answer."""
+
+    @property
+    def awaiting_human(self) -> bool:
+        """The slot was asked and nobody has answered yet: the emission must pause."""
+        ...
+
+    @property
+    def failed(self) -> bool:
+        """Reading the answer failed: neither a deny nor a pause is safe."""
+        ...
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution: ...
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        """Pause the run until a human answers (``interrupt()``)."""
+        ...
+
+
+class DeferredSlot:
+    """An ``ApprovalSlot`` made only when its emission consults it.
+
+    Almost every emission is allowed and never asks its slot anything, while making one (the
+    request a human would be shown, its content identity, its deadline) costs about as much
+    as the emission's own context. ``make`` returns the slot, or ``None`` when there is none
+    to ask (then the slot behaves as no slot: unresolved, and the deny stands)."""
+
+    __slots__ = ("_made", "_make", "_slot")
+
+    def __init__(self, make: Callable[[], ApprovalSlot | None]) -> None:
+        self._make = make
+        self._made = False
+        self._slot: ApprovalSlot | None = None
+
+    def _get(self) -> ApprovalSlot | None:
+        if not self._made:
+            self._slot = self._make()
+            self._made = True
+        return self._slot
+
+    @property
+    def made(self) -> ApprovalSlot | None:
+        """The slot, if the emission consulted it."""
+        return self._slot
+
+    @property
+    def awaiting_human(self) -> bool:
+        return self._slot is not None and self._slot.awaiting_human
+
+    @property
+    def failed(self) -> bool:
+        return self._slot is not None and self._slot.failed
+
+    @property
+    def request(self) -> Any:
+        """The stored request the slot opened (``None`` before, or for a slot without one)."""
+        return getattr(self._slot, "request", None)
+
+    @property
+    def decision(self) -> Any:
+        """The decision the slot read (``None`` before, or for a slot without one)."""
+        return getattr(self._slot, "decision", None)
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        slot = self._get()
+        if slot is None:
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.UNRESOLVED, context_identity=request.context_identity
+            )
+        return await slot.resolve(request)
+
+    def suspend(self, context: dict[str, Any]) -> NoReturn:
+        slot = self._get()
+        if slot is None:
+            raise RuntimeError("an emission without a slot cannot wait for a human")
+        slot.suspend(context)
+
+
+_CURRENT_SLOT: ContextVar[ApprovalSlot | None] = ContextVar("approvals_slot", default=None)
+
+
+class SlotResolver:
+    """The emitter's resolver: asks the slot of the emission in progress. An emission without a
+    slot cannot be lifted here: unresolved, and the deny stands."""
+
+    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
+        slot = _CURRENT_SLOT.get()
+        if slot is None:
+            return ApprovalResolution(
+                outcome=ApprovalOutcome.UNRESOLVED, context_identity=request.context_identity
+            )
+        return await slot.resolve(request)
+
+
+SLOT_RESOLVER = SlotResolver()
+
+
+@contextmanager
+def asking(slot: ApprovalSlot | None) -> Iterator[None]:
+    """Within this block, the emitter's resolver (``SLOT_RESOLVER``) asks ``slot``: the slot of
+    the emission in progress (``Session.emit``)."""
+    token = _CURRENT_SLOT.set(slot)
+    try:
+        yield
+    finally:
+        _CURRENT_SLOT.reset(token)
+
 
 #: The values a run withheld from approvers in its requests before this one (read from the
 #: run's state: ``graphs.hooks.withheld.earlier_withheld``).

@@ -4,26 +4,23 @@ Every node of a governed graph emits through the ``Session`` of the invocation i
 run's interceptions share one session id and one monotonic sequence, and the runner collects
 their payload-free records when the invocation ends (it stores them with the run's settlement).
 
-Lifting a liftable deny is durable: the node that emits names an ``ApprovalSlot`` for what it
-asks, and the emitter's resolver asks that slot. When the slot has no human answer yet, the
-emission is suspended: its record is withdrawn (it has no outcome) and the node pauses with
-``interrupt()``. On resume the node runs again, emits the same question again, and the slot now
-answers with the decision a human made, echoing the context identity as §9 requires.
+Lifting a liftable deny is durable: the node that emits names an ``ApprovalSlot``
+(``graphs.hooks.approval``) for what it asks, and the emitter's resolver asks that slot. When the
+slot has no human answer yet, the emission is suspended: its record is withdrawn (it has no
+outcome) and the node pauses with ``interrupt()``. On resume the node runs again, emits the same
+question again, and the slot now answers with the decision a human made, echoing the context
+identity as §9 requires.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol, cast
+from typing import Any, cast
 
 from agent_hooks import (
     AgentContextBuilder,
-    ApprovalOutcome,
-    ApprovalRequest,
-    ApprovalResolution,
     ApprovalResolver,
     CompositionConfig,
     EmitOutcome,
@@ -36,108 +33,12 @@ from agent_hooks import (
 from langchain_core.runnables import RunnableConfig
 
 from approvals.errors import DatabaseUnavailable
+from graphs.hooks.approval import SLOT_RESOLVER, ApprovalSlot, asking
 from graphs.hooks.emitter import JsonContext, emitter_class
 
 FRAMEWORK = "langgraph"
 SESSION_KEY = "__approvals_session"
 
-
-class ApprovalSlot(Protocol):
-    """Where one emission's liftable deny gets its human answer."""
-
-    @property
-    def awaiting_human(self) -> bool:
-        """The slot was asked and nobody has answered yet: the emission must pause."""
-        ...
-
-    @property
-    def failed(self) -> bool:
-        """Reading the answer failed: neither a deny nor a pause is safe."""
-        ...
-
-    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution: ...
-
-    def suspend(self, context: dict[str, Any]) -> NoReturn:
-        """Pause the run until a human answers (``interrupt()``)."""
-        ...
-
-
-class DeferredSlot:
-    """An ``ApprovalSlot`` made only when its emission consults it.
-
-    Almost every emission is allowed and never asks its slot anything, while making one (the
-    request a human would be shown, its content identity, its deadline) costs about as much
-    as the emission's own context. ``make`` returns the slot, or ``None`` when there is none
-    to ask (then the slot behaves as no slot: unresolved, and the deny stands)."""
-
-    __slots__ = ("_made", "_make", "_slot")
-
-    def __init__(self, make: Callable[[], ApprovalSlot | None]) -> None:
-        self._make = make
-        self._made = False
-        self._slot: ApprovalSlot | None = None
-
-    def _get(self) -> ApprovalSlot | None:
-        if not self._made:
-            self._slot = self._make()
-            self._made = True
-        return self._slot
-
-    @property
-    def made(self) -> ApprovalSlot | None:
-        """The slot, if the emission consulted it."""
-        return self._slot
-
-    @property
-    def awaiting_human(self) -> bool:
-        return self._slot is not None and self._slot.awaiting_human
-
-    @property
-    def failed(self) -> bool:
-        return self._slot is not None and self._slot.failed
-
-    @property
-    def request(self) -> Any:
-        """The stored request the slot opened (``None`` before, or for a slot without one)."""
-        return getattr(self._slot, "request", None)
-
-    @property
-    def decision(self) -> Any:
-        """The decision the slot read (``None`` before, or for a slot without one)."""
-        return getattr(self._slot, "decision", None)
-
-    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
-        slot = self._get()
-        if slot is None:
-            return ApprovalResolution(
-                outcome=ApprovalOutcome.UNRESOLVED, context_identity=request.context_identity
-            )
-        return await slot.resolve(request)
-
-    def suspend(self, context: dict[str, Any]) -> NoReturn:
-        slot = self._get()
-        if slot is None:
-            raise RuntimeError("an emission without a slot cannot wait for a human")
-        slot.suspend(context)
-
-
-_CURRENT_SLOT: ContextVar[ApprovalSlot | None] = ContextVar("approvals_slot", default=None)
-
-
-class SlotResolver:
-    """The emitter's resolver: asks the slot of the emission in progress. An emission without a
-    slot cannot be lifted here: unresolved, and the deny stands."""
-
-    async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
-        slot = _CURRENT_SLOT.get()
-        if slot is None:
-            return ApprovalResolution(
-                outcome=ApprovalOutcome.UNRESOLVED, context_identity=request.context_identity
-            )
-        return await slot.resolve(request)
-
-
-SLOT_RESOLVER = SlotResolver()
 
 EmitterFactory = Callable[[ApprovalResolver], InterceptionEmitter]
 
@@ -237,25 +138,23 @@ class Session:
     async def emit(self, ctx: dict[str, Any], slot: ApprovalSlot | None = None) -> EmitOutcome:
         """Emit ``ctx``; raises ``InterceptionBlocked`` on a deny. A liftable deny whose slot
         waits for a human suspends the run instead (this call does not return)."""
-        token = _CURRENT_SLOT.set(slot)
-        try:
-            return await self.emitter.emit(ctx)
-        except InterceptionBlocked as blocked:
-            if slot is None:
+        with asking(slot):
+            try:
+                return await self.emitter.emit(ctx)
+            except InterceptionBlocked as blocked:
+                if slot is None:
+                    raise
+                if slot.failed:
+                    # The answer could not be read: fail the step so it is retried, rather than
+                    # deny a call a human may have approved or pause on one already decided.
+                    raise DatabaseUnavailable(
+                        f"could not read the decision for {ctx.get('interception_point')}"
+                    ) from blocked
+                if slot.awaiting_human:
+                    # A suspended emission has no outcome yet: its repeat on resume is the record.
+                    self._withdrawn.append(blocked.result)
+                    slot.suspend(ctx)
                 raise
-            if slot.failed:
-                # The answer could not be read: fail the step so it is retried, rather than deny
-                # a call a human may have approved or pause on one already decided.
-                raise DatabaseUnavailable(
-                    f"could not read the decision for {ctx.get('interception_point')}"
-                ) from blocked
-            if slot.awaiting_human:
-                # A suspended emission has no outcome yet: its repeat on resume is the record.
-                self._withdrawn.append(blocked.result)
-                slot.suspend(ctx)
-            raise
-        finally:
-            _CURRENT_SLOT.reset(token)
 
     async def shutdown(self, reason: str) -> None:
         """``agent_shutdown``: the run ended (completed, blocked or failed). Never blocks."""

@@ -41,7 +41,8 @@ from langgraph.pregel import Pregel
 
 from approvals.identity import call_identity
 from approvals.ports import NewRequest
-from graphs.hooks.governance import ApprovalSlot, DeferredSlot, Governance, Session, SessionHolder
+from graphs.hooks.approval import ApprovalSlot, DeferredSlot
+from graphs.hooks.governance import Governance, Session, SessionHolder
 from graphs.run.config import EngineRun
 
 #: The call id of a held input's approval request (one per run: the run's own message).

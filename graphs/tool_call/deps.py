@@ -12,8 +12,7 @@ from typing import Any, Generic, TypeVar, cast
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from approvals.ports import ApprovalRequests, NewRequest, ToolLedger
-from graphs.hooks.approval import StoredDecisionResolver
-from graphs.hooks.governance import ApprovalSlot
+from graphs.hooks.approval import ApprovalSlot, StoredDecisionResolver
 from graphs.hooks.withheld import earlier_withheld
 from graphs.tool_call.tools import ToolCatalog
 

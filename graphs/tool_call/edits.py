@@ -35,7 +35,8 @@ from agent_hooks import (
 
 from approvals.edit_coverage import EditCoverage, edit_coverage
 from approvals.model import DecisionRecord, PendingCall
-from graphs.hooks.governance import ApprovalSlot, Governance, Session
+from graphs.hooks.approval import ApprovalSlot
+from graphs.hooks.governance import Governance, Session
 from graphs.tool_call.tools import GovernedTool
 
 #: The reason recorded when an edit's escalation is satisfied by the decision already made.

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ValidationError
 from approvals.identity import call_identity, idempotency_key
 from approvals.model import DecisionRecord
 from approvals.ports import NewRequest
-from graphs.hooks.approval import EDITED_BY_APPROVER, human_answer
-from graphs.hooks.governance import ApprovalSlot, DeferredSlot, Session
+from graphs.hooks.approval import EDITED_BY_APPROVER, ApprovalSlot, DeferredSlot, human_answer
+from graphs.hooks.governance import Session
 from graphs.tool_call.call import first_failure
 from graphs.tool_call.deps import GraphDeps
 from graphs.tool_call.edits import EditRecheckSlot, tool_extensions

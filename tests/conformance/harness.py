@@ -9,7 +9,7 @@ vector's ``model_script``; each scripted tool is a ``GovernedTool`` that goes th
 step (validation, ``pre_tool_call``, the execution ledger, ``post_tool_call``).
 
 Escalations take our durable path: the emitter's resolver is
-``graphs.hooks.governance.SLOT_RESOLVER``, which asks the approval slot of the emission in
+``graphs.hooks.approval.SLOT_RESOLVER``, which asks the approval slot of the emission in
 progress; the harness's slots (``approval_desk``) pause the graph with ``interrupt()``, the harness
 plays the human with the vector's scripted resolver, and resumes the thread with
 ``Command(resume=...)``, round after round, until the run completes, is blocked or fails. For
@@ -59,8 +59,9 @@ from approvals.memory import (
     MemoryToolLedger,
 )
 from graphs.examples.effects import extras
+from graphs.hooks.approval import SLOT_RESOLVER
 from graphs.hooks.emitter import emitter_class
-from graphs.hooks.governance import SLOT_RESOLVER, Governance, SessionHolder
+from graphs.hooks.governance import Governance, SessionHolder
 from graphs.hosts.langgraph.agent import build_agent
 from graphs.run.admission import input_gate
 from graphs.tool_call.deps import GraphDeps

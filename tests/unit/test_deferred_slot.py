@@ -13,7 +13,8 @@ from agent_hooks import (
     Verdict,
 )
 
-from graphs.hooks.governance import DeferredSlot, Governance, Session
+from graphs.hooks.approval import DeferredSlot
+from graphs.hooks.governance import Governance, Session
 from graphs.hooks.interceptors import EscalateSensitiveTools
 
 

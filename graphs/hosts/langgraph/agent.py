@@ -40,7 +40,8 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command, Send
 
 from approvals.policy import check_policies_tool_names
-from graphs.hooks.governance import ApprovalSlot, Governance, Session, session_of
+from graphs.hooks.approval import ApprovalSlot
+from graphs.hooks.governance import Governance, Session, session_of
 from graphs.hooks.interceptors import EscalateSensitiveTools
 from graphs.langchain.history import call_counts, from_wire, refusals, to_wire, tool_counts
 from graphs.run.admission import (

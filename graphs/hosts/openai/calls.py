@@ -22,8 +22,8 @@ from approvals.decisions import schema_errors
 from approvals.identity import call_identity, idempotency_key
 from approvals.model import DecisionRecord, ExecutionStatus, PendingCall
 from approvals.ports import NewRequest
-from graphs.hooks.approval import EDITED_BY_APPROVER, human_answer
-from graphs.hooks.governance import ApprovalSlot, Session
+from graphs.hooks.approval import EDITED_BY_APPROVER, ApprovalSlot, human_answer
+from graphs.hooks.governance import Session
 from graphs.tool_call.deps import GraphDeps
 from graphs.tool_call.storable import storable, storable_text
 from graphs.tool_call.tools import ToolCall
