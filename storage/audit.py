@@ -1,7 +1,7 @@
 """The decision log: reading, verifying and exporting it.
 
 Its entries are written by the statements that make the changes they record (see
-``sql/queries.sql``), never on their own; the database chains each one to the one before it
+``sql/*.sql``), never on their own; the database chains each one to the one before it
 and refuses to change or delete any (migration 0005). Walking the chain streams it through a
 server-side cursor, so a log of any size is verified in constant memory.
 

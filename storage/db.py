@@ -194,7 +194,7 @@ set_json_dumps(json_dumps, ADAPTERS)
 
 
 def sql(name: str) -> str:
-    """A named statement from ``queries.sql``."""
+    """A named statement of ``sql/*.sql`` (``storage.queries``)."""
     return QUERIES[name]
 
 

@@ -4,22 +4,15 @@ The state is stored as the exact text the SDK's ``to_json`` was dumped to, with 
 (the host's keyed MAC of the row, ``graphs.hosts.openai.sealing``: this module never computes
 or checks it). The run's pending requests carry the version as their ``state_version``; a
 resume refuses a row whose version is not the host's MAC of it. Statements are in
-``sql/openai.sql``.
+``sql/openai_runs.sql``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from importlib import resources
-from typing import Any
 
-from storage.db import Database, Row, json, translated_errors
-from storage.queries import load
-
-QUERIES: dict[str, str] = load(
-    resources.files("storage").joinpath("sql/openai.sql").read_text(encoding="utf-8")
-)
+from storage.db import Database, Row, json
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,12 +65,6 @@ class PgOpenAIRunStates:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def _one(self, name: str, params: dict[str, Any]) -> Row | None:
-        with translated_errors():
-            async with self._db.pool.connection() as conn:
-                cursor = await conn.execute(QUERIES[name], params)
-                return await cursor.fetchone() if cursor.description else None
-
     async def save(
         self,
         *,
@@ -90,7 +77,7 @@ class PgOpenAIRunStates:
         answer: str | None = None,
         error: str | None = None,
     ) -> None:
-        await self._one(
+        await self._db.run(
             "save_openai_state",
             {
                 "run_id": run_id,
@@ -106,11 +93,11 @@ class PgOpenAIRunStates:
         )
 
     async def load(self, run_id: str) -> StoredRunState | None:
-        row = await self._one("load_openai_state", {"run_id": run_id})
+        row = await self._db.one("load_openai_state", {"run_id": run_id})
         return StoredRunState.from_row(row) if row else None
 
     async def decision(self, request_id: str) -> RequestDecision | None:
-        row = await self._one("openai_request_decision", {"request_id": request_id})
+        row = await self._db.one("openai_request_decision", {"request_id": request_id})
         if row is None:
             return None
         return RequestDecision(
@@ -136,7 +123,7 @@ class PgOpenAIRunStates:
         reason: str,
         state_sha256: str,
     ) -> None:
-        await self._one(
+        await self._db.run(
             "record_openai_state_refused",
             {
                 "run_id": run_id,

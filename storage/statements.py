@@ -1,6 +1,6 @@
 """Statements that are not the engine's own, for code outside the core that keeps its own
 tables (the examples' side-effect log, ``graphs.examples.effects``): the host gives it this
-adapter as its ``Statements`` port. The engine's own statements stay in ``sql/queries.sql``."""
+adapter as its ``Statements`` port. The engine's own statements stay in ``sql/*.sql``."""
 
 from __future__ import annotations
 

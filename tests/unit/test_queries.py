@@ -1,6 +1,7 @@
-"""storage/sql/queries.sql stays readable: every query says what it does, sits under a banner,
-is used by a storage module, and every name a storage module uses is defined. The thread lock
-key and the finished statuses are written once (SQL functions of migration 0017)."""
+"""storage/sql/*.sql stay readable: one file per storage module, whose header names it and says
+why; every query says what it does and is used by the module its file is named after, and every
+name a storage module uses is defined. The thread lock key and the finished statuses are written
+once (SQL functions of migration 0017)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from storage.queries import QUERIES, load
+from storage.queries import QUERIES, load, statement_files
 
 STORAGE = Path(__file__).resolve().parents[2] / "storage"
-TEXT = (STORAGE / "sql" / "queries.sql").read_text(encoding="utf-8")
+FILES = statement_files()
+TEXT = "\n".join(FILES.values())
 
 #: How storage modules name a query: the first argument of these calls (Database.one/all/run,
 #: storage.db.sql, and the helpers that pass a name on: PgToolLedger._close, audit._stream,
@@ -57,21 +59,32 @@ def test_every_query_has_a_description() -> None:
     assert undescribed == [], f"queries without a description line: {undescribed}"
 
 
-def test_every_query_sits_under_a_section_banner() -> None:
-    banners = re.findall(r"^-- ==== .+ ====$", TEXT, re.MULTILINE)
-    assert len(banners) >= 10
-    first_query = re.search(r"^-- name: ", TEXT, re.MULTILINE)
-    first_banner = re.search(r"^-- ==== ", TEXT, re.MULTILINE)
-    assert first_query is not None
-    assert first_banner is not None
-    assert first_banner.start() < first_query.start()
+def test_each_file_is_one_storage_modules_and_its_header_says_so_and_why() -> None:
+    assert len(FILES) >= 10
+    for name, text in FILES.items():
+        module = f"storage/{name.removesuffix('.sql')}.py"
+        assert (STORAGE.parent / module).is_file(), f"{name} names no storage module"
+        header = text.split("-- name: ", 1)[0]
+        assert header.startswith(f"-- The statements of {module}: "), name
+        assert "One file per storage module" in header, f"{name}'s header does not say why"
+
+
+def test_every_query_is_used_by_the_module_its_file_is_named_after() -> None:
+    used = used_names()
+    elsewhere = {
+        query: name
+        for name, text in FILES.items()
+        for query in load(text)
+        if not any(w.startswith(name.replace(".sql", ".py:")) for w in used.get(query, []))
+    }
+    assert elsewhere == {}, f"queries their file's module does not run: {elsewhere}"
 
 
 def test_every_name_used_exists_and_every_query_is_used() -> None:
     used = used_names()
     assert len(used) > 40  # the scan finds the storage modules' calls
     missing = {name: where for name, where in used.items() if name not in QUERIES}
-    assert missing == {}, f"names used but not defined in queries.sql: {missing}"
+    assert missing == {}, f"names used but defined in no statement file: {missing}"
     unused = sorted(set(QUERIES) - set(used))
     assert unused == [], f"queries no storage module uses: {unused}"
 

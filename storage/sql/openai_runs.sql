@@ -1,5 +1,11 @@
--- Statements of the OpenAI Agents SDK host (storage/openai_runs.py): a paused run's RunState,
--- kept server-side, and what a resume re-reads. Loaded by the same parser as queries.sql.
+-- The statements of storage/openai_runs.py: the OpenAI Agents SDK host's paused runs: each
+-- RunState, kept server-side, and what a resume re-reads (PgOpenAIRunStates).
+--
+-- One file per storage module, beside it: what storage/openai_runs.py runs is here, so a reader
+-- of a repository opens one short file (the engine's statements were one file of 1,500 lines,
+-- which a reader following one approval opened again at every step). The names are one namespace
+-- all the same; storage/queries.py says how the files are read and written, and
+-- tests/unit/test_queries.py checks them.
 
 -- name: save_openai_state
 -- Store a run's serialized RunState and its version, and bind the requests it waits on to
