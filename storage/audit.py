@@ -27,7 +27,6 @@ from storage.db import (
     json_text_unreadable,
     read_unreadable_json_as_marker,
     sql,
-    translated_errors,
 )
 
 BATCH = 2000
@@ -142,10 +141,9 @@ class PgAuditLog:
     async def _snapshot(self) -> AsyncIterator[Connection]:
         """A read-only, repeatable-read transaction on a connection of its own: the head and
         the events it covers are read as of one moment, while writers go on."""
-        with translated_errors():
-            async with self._db.pool.connection() as conn, conn.transaction():
-                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                yield conn
+        async with self._db.transaction() as conn:
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield conn
 
 
 async def _stream(

@@ -34,7 +34,7 @@ from approvals.model import (
     ResumeJob,
     RunStatus,
 )
-from storage.db import Connection, Database, Row, sql, translated_errors
+from storage.db import Connection, Database, Row, sql
 from storage.requests import joined_decision
 
 
@@ -276,14 +276,13 @@ class PgResumeChecks:
         (one round trip for both): the resumed graph's first step loads that checkpoint, and
         ``PooledSaver.aget_tuple`` answers from this read, since under the thread's lock nothing
         else writes on the thread. The claim forgets it when it ends (``forget_known``)."""
-        with translated_errors():
-            async with self._db.pool.connection() as conn:
-                read = conn.cursor(binary=True, row_factory=dict_row)
-                # On a libpq without pipeline mode: one after the other.
-                async with conn.pipeline() if psycopg.Pipeline.is_supported() else nullcontext():
-                    began = await conn.execute(sql("begin_resume"), params)
-                    await read.execute(LATEST_CHECKPOINT, (thread_id, ""), binary=True)
-                return await began.fetchone(), await read.fetchone()
+        async with self._db.connection() as conn:
+            read = conn.cursor(binary=True, row_factory=dict_row)
+            # On a libpq without pipeline mode: one after the other.
+            async with conn.pipeline() if psycopg.Pipeline.is_supported() else nullcontext():
+                began = await conn.execute(sql("begin_resume"), params)
+                await read.execute(LATEST_CHECKPOINT, (thread_id, ""), binary=True)
+            return await began.fetchone(), await read.fetchone()
 
     def _waiting_on(self, latest: DictRow | None, request_id: str) -> str | None:
         """The id of the interrupt of the latest checkpoint whose payload names ``request_id``.

@@ -236,6 +236,19 @@ class Database:
         self.pool = pool
 
     @asynccontextmanager
+    async def connection(self, conn: Connection | None = None) -> AsyncIterator[Connection]:
+        """The connection a repository works on, for the block: ``conn`` (an outer
+        transaction's) when given, else one from the pool; either way connection-level psycopg
+        failures become ``DatabaseUnavailable`` (``translated_errors``). The one way a
+        repository gets a connection (as langgraph's ``get_connection``)."""
+        with translated_errors():
+            if conn is not None:
+                yield conn
+                return
+            async with self.pool.connection() as pooled:
+                yield pooled
+
+    @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
         """A transaction on a pooled connection.
 
@@ -243,9 +256,8 @@ class Database:
         again around COMMIT, so a transaction whose statements are each awaited (as every
         caller's are) took more round trips pipelined than plain (one statement: 5 reads from
         the socket against 3, 0.78 against 0.46 ms, 0.40 against 0.26 ms of CPU)."""
-        with translated_errors():
-            async with self.pool.connection() as conn, conn.transaction():
-                yield conn
+        async with self.connection() as conn, conn.transaction():
+            yield conn
 
     async def one(
         self,
@@ -255,14 +267,12 @@ class Database:
         *,
         unreadable_json: bool = False,
     ) -> Row | None:
-        """The named statement's first row, if any. ``unreadable_json``: a jsonb value that
-        cannot be decoded comes as ``Unreadable`` (for readers with their own answer to one,
-        ``storage.requests``), not as ``StoredValueUnreadable``."""
-        with translated_errors():
-            if conn is not None:
-                return await (await _execute(conn, name, params, unreadable_json)).fetchone()
-            async with self.pool.connection() as c:
-                return await (await _execute(c, name, params, unreadable_json)).fetchone()
+        """The named statement's first row, if any, on ``conn`` or a pooled connection
+        (``connection``). ``unreadable_json``: a jsonb value that cannot be decoded comes as
+        ``Unreadable`` (for readers with their own answer to one, ``storage.requests``), not
+        as ``StoredValueUnreadable``."""
+        async with self.connection(conn) as c:
+            return await (await _execute(c, name, params, unreadable_json)).fetchone()
 
     async def all(
         self,
@@ -272,20 +282,14 @@ class Database:
         *,
         unreadable_json: bool = False,
     ) -> list[Row]:
-        """The named statement's rows (``unreadable_json``: as ``one`` says)."""
-        with translated_errors():
-            if conn is not None:
-                return await (await _execute(conn, name, params, unreadable_json)).fetchall()
-            async with self.pool.connection() as c:
-                return await (await _execute(c, name, params, unreadable_json)).fetchall()
+        """The named statement's rows (``conn``, ``unreadable_json``: as ``one`` says)."""
+        async with self.connection(conn) as c:
+            return await (await _execute(c, name, params, unreadable_json)).fetchall()
 
     async def run(self, name: str, params: dict[str, Any], conn: Connection | None = None) -> None:
-        with translated_errors():
-            if conn is not None:
-                await conn.execute(sql(name), params)
-                return
-            async with self.pool.connection() as c:
-                await c.execute(sql(name), params)
+        """Run the named statement, its rows (if any) unread (``conn``: as ``one`` says)."""
+        async with self.connection(conn) as c:
+            await c.execute(sql(name), params)
 
 
 async def _execute(

@@ -4,7 +4,7 @@ entry."""
 
 from __future__ import annotations
 
-from storage.db import Database, translated_errors
+from storage.db import Database
 
 
 class PgLocalRuns:
@@ -14,5 +14,4 @@ class PgLocalRuns:
     async def ensure(self, *, run_id: str, thread_id: str, graph: str, principal: str) -> None:
         """Record the run unless it is recorded already."""
         params = {"id": run_id, "thread_id": thread_id, "graph": graph, "started_by": principal}
-        with translated_errors():
-            await self._db.one("ensure_local_run", params)
+        await self._db.one("ensure_local_run", params)

@@ -26,7 +26,6 @@ from storage.db import (
     json,
     read_unreadable_json_as_marker,
     sql,
-    translated_errors,
 )
 
 _STATUS_OF_KIND = {
@@ -63,14 +62,13 @@ async def custom_planned(
     engine's back makes one): one such row must not fail the whole list. The runs list shows
     none of a run's input, say, and the run's own page fails with ``StoredValueUnreadable``;
     an approval request holding one counts as tampered (``PendingCall.from_row``)."""
-    with translated_errors():
-        async with db.pool.connection() as conn:
-            cursor = conn.cursor()
-            read_unreadable_json_as_marker(cursor)
-            if uuids_as_text:
-                cursor.adapters.register_loader("uuid", TextLoader)
-            await cursor.execute(sql(name), params, prepare=False)
-            return await cursor.fetchall()
+    async with db.connection() as conn:
+        cursor = conn.cursor()
+        read_unreadable_json_as_marker(cursor)
+        if uuids_as_text:
+            cursor.adapters.register_loader("uuid", TextLoader)
+        await cursor.execute(sql(name), params, prepare=False)
+        return await cursor.fetchall()
 
 
 def list_params(

@@ -23,7 +23,7 @@ from approvals.listing import Viewer
 from approvals.model import ExecutionStatus, Run, RunStatus, ToolExecution
 from approvals.ports import NewRun, Settlement
 from storage.checkpoints import new_thread
-from storage.db import Database, Row, json, translated_errors
+from storage.db import Database, Row, json
 from storage.requests import custom_planned
 
 log = logging.getLogger(__name__)
@@ -87,39 +87,38 @@ class PgRuns:
             "input": json(new.input),
         }
         lock = {"thread_id": new.thread_id}
-        with translated_errors():
-            async with self._db.pool.connection() as conn:
-                released = False
-                try:
-                    if check is None:
-                        await self._db.one("lock_and_create_run", params, conn)
-                    else:
-                        await self._db.one("thread_lock", lock, conn)
-                        try:
-                            await check()
-                        except ApprovalsError:
-                            await self._db.one("thread_unlock", lock, conn)
-                            released = True
-                            raise
-                        await self._db.one("create_run", params, conn)
-                    lease = PgRunLease()
-                    with new_thread(new.thread_id) if new.new_thread else nullcontext():
-                        yield lease
-                    if lease.settlement is None:
+        async with self._db.connection() as conn:
+            released = False
+            try:
+                if check is None:
+                    await self._db.one("lock_and_create_run", params, conn)
+                else:
+                    await self._db.one("thread_lock", lock, conn)
+                    try:
+                        await check()
+                    except ApprovalsError:
                         await self._db.one("thread_unlock", lock, conn)
-                    else:
-                        settled = settlement_params(lease.settlement)
-                        row = await self._db.one("settle_run_and_unlock", settled | lock, conn)
-                        lease.outcome = settlement_outcome(
-                            row["settled"] if row else None, lease.settlement
-                        )
-                    released = True
-                finally:
-                    if not released:
-                        # Never hand a connection that may still hold the lock back to the
-                        # pool: closing it releases the lock, and the pool replaces it.
-                        with contextlib.suppress(Exception):
-                            await conn.close()
+                        released = True
+                        raise
+                    await self._db.one("create_run", params, conn)
+                lease = PgRunLease()
+                with new_thread(new.thread_id) if new.new_thread else nullcontext():
+                    yield lease
+                if lease.settlement is None:
+                    await self._db.one("thread_unlock", lock, conn)
+                else:
+                    settled = settlement_params(lease.settlement)
+                    row = await self._db.one("settle_run_and_unlock", settled | lock, conn)
+                    lease.outcome = settlement_outcome(
+                        row["settled"] if row else None, lease.settlement
+                    )
+                released = True
+            finally:
+                if not released:
+                    # Never hand a connection that may still hold the lock back to the
+                    # pool: closing it releases the lock, and the pool replaces it.
+                    with contextlib.suppress(Exception):
+                        await conn.close()
 
     async def get(self, run_id: str) -> Run | None:
         row = await self._db.one("get_run", {"id": run_id})

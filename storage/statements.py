@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from storage.db import Database, Row, translated_errors
+from storage.db import Database, Row
 
 
 class PgStatements:
@@ -16,7 +16,6 @@ class PgStatements:
     async def rows(self, statement: str, params: dict[str, Any]) -> list[Row]:
         """Run ``statement`` (written by the caller's code, never from input) on a pooled
         connection; the rows it returns, none for a statement that returns none."""
-        with translated_errors():
-            async with self._db.pool.connection() as conn:
-                cursor = await conn.execute(statement, params)
-                return await cursor.fetchall() if cursor.description else []
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(statement, params)
+            return await cursor.fetchall() if cursor.description else []
