@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import jsonschema
 
+from approvals.decision_kinds import KIND_RULES, DecisionKind, Ruling, check_sole_approver, spoken
 from approvals.errors import (
     EditedArgumentsInvalid,
     EditRefused,
@@ -23,17 +24,10 @@ from approvals.errors import (
 )
 from approvals.identity import call_identity
 from approvals.json_values import check_inputs
-from approvals.model import (
-    NO_REASON,
-    DecisionKind,
-    DecisionRecord,
-    PendingCall,
-    RequestStatus,
-    Ruling,
-    Vote,
-)
+from approvals.model import NO_REASON, DecisionRecord, PendingCall, Vote
 from approvals.ports import ApprovalRequests, Decisions, RequestCheck
 from approvals.redaction import check_edit, visible_errors
+from approvals.states import RequestStatus
 
 MAX_REASON_LENGTH = 2000
 
@@ -85,6 +79,12 @@ def _check_answer(
         raise InvalidDecision(request_id, f"message is longer than {MAX_REASON_LENGTH} characters")
 
 
+def _check_offered(request_id: str, request: PendingCall, kind: DecisionKind) -> None:
+    """Refuse a decision of ``kind`` that ``request`` does not offer (``offered_rules``)."""
+    if kind not in request.offered_decisions:
+        raise InvalidDecision(request_id, _not_offered(request, KIND_RULES[kind].refused_as))
+
+
 def _not_offered(request: PendingCall, what: str) -> str:
     offered = ", ".join(request.offered_decisions) or "nothing"
     return f"this request cannot be {what}; it offers: {offered}"
@@ -95,6 +95,102 @@ def _still_pending(request_id: str, request: PendingCall) -> None:
     raise: a status other than pending never changes again)."""
     if request.status is not RequestStatus.PENDING:
         raise RequestNotPending(request_id, request.status.value)
+
+
+def _checked_verdict(
+    request_id: str,
+    verdict: Ruling | str,
+    *,
+    principal: str,
+    reason: str | None,
+    args: dict[str, Any] | None,
+    message: str | None,
+    require_reason: bool,
+) -> tuple[Ruling, str | None]:
+    """The verdict, and the reason to record, of a decision whose parts go together: what
+    ``decide`` refuses before it reads the request."""
+    try:
+        ruling = Ruling(verdict)
+    except ValueError:
+        raise InvalidDecision(
+            request_id, f"decision must be {spoken(Ruling)}, not {verdict!r}"
+        ) from None
+    if not principal or not principal.strip():
+        raise InvalidDecision(request_id, "a decision needs an authenticated principal")
+    if reason is not None and len(reason) > MAX_REASON_LENGTH:
+        raise InvalidDecision(request_id, f"reason is longer than {MAX_REASON_LENGTH} characters")
+    if ruling is Ruling.REJECT and args is not None:
+        raise InvalidDecision(request_id, "edited arguments only go with approve")
+    if ruling is Ruling.REJECT and not (reason and reason.strip()):
+        if require_reason:
+            raise InvalidDecision(request_id, "a rejection needs a reason")
+        reason = NO_REASON
+    if args is not None and not isinstance(args, dict):
+        raise InvalidDecision(request_id, "edited arguments must be a JSON object")
+    if KIND_RULES[DecisionKind(ruling.value)].takes_message:
+        _check_answer(request_id, message, reason=reason, args=args)
+    elif message is not None:
+        raise InvalidDecision(request_id, "a message (an answer) only goes with respond")
+    return ruling, reason
+
+
+async def _approval(
+    request_id: str,
+    request: PendingCall,
+    args: dict[str, Any] | None,
+    recheck: EditRecheck | None,
+) -> tuple[DecisionKind, dict[str, Any] | None, str | None]:
+    """An approval's kind, and its edited arguments with their identity (``None`` unless it
+    is an edit). Arguments are validated against the schema recorded with the request, and
+    changed ones checked by the policy again (``recheck``)."""
+    shown_args = request.shown.get("args")
+    edits = args is not None and args != shown_args
+    if not edits:
+        _check_offered(request_id, request, DecisionKind.APPROVE)
+    if args is None:
+        return DecisionKind.APPROVE, None, None
+    if edits and DecisionKind.EDIT not in request.allowed_decisions:
+        # Not the offered kinds: allow_edit and the quorum refuse an edit in words of their own.
+        raise InvalidDecision(
+            request_id, _not_offered(request, KIND_RULES[DecisionKind.EDIT].refused_as)
+        )
+    if not request.allow_edit and args != shown_args:
+        raise InvalidDecision(
+            request_id, "this request cannot be edited, only approved or rejected"
+        )
+    # A redacted argument cannot be edited; its marker's schema errors are not the
+    # approver's to fix (the original value is restored and validated before it runs).
+    check_edit(request_id, args, request.shown)
+    errors = visible_errors(schema_errors(request.args_schema, args), request.shown)
+    if errors:
+        raise EditedArgumentsInvalid(request_id, errors)
+    if args != shown_args:
+        check_sole_approver(request_id, DecisionKind.EDIT, request.quorum)
+        if recheck is None:
+            # An edit can change what a call does; without the policy to check it against,
+            # it is refused rather than run on the editor's word alone.
+            raise EditRefused(request_id, None, "edits cannot be checked here")
+        args = await recheck(request, args)
+    args_identity = call_identity(
+        run_id=request.run_id, call_id=request.call_id, tool=request.tool, args=args
+    )
+    if args == shown_args:
+        return DecisionKind.APPROVE, None, None
+    return DecisionKind.EDIT, args, args_identity
+
+
+async def _intact_request(
+    requests: ApprovalRequests, request_id: str, read: PendingCall | None, *, principal: str
+) -> PendingCall:
+    """The request (``read`` where it is the one), whose shown copy is still the one recorded."""
+    request = read if read is not None and read.id == request_id else await requests.get(request_id)
+    if request is None:
+        raise RequestNotFound(request_id)
+    if not request.shown_intact:
+        # What the decider was shown is not what was recorded: no decision can be bound to it.
+        await requests.record_tampered(request, principal=principal)
+        raise ShownCopyChanged(request_id)
+    return request
 
 
 async def decide(
@@ -124,7 +220,7 @@ async def decide(
 
     ``respond`` (ask-a-human tools) takes ``message``, the answer the model receives in place of
     the tool's result; the tool never runs. Each decision is refused unless the request offers
-    it (``allowed_decisions``).
+    it (``allowed_decisions``; ``approvals.decision_kinds`` has each kind's rules).
 
     ``check`` (the approver rules, for a decider who signed in) is applied in the transaction
     that consumes the request, to the request as it stands then; ``override_by`` records an
@@ -145,98 +241,32 @@ async def decide(
     # Refused here, before anything is read or written: text PostgreSQL cannot store, NaN,
     # nesting that would exhaust the schema validator (InvalidValue names the field).
     check_inputs(reason=reason, args=args, principal=principal, message=message)
-    try:
-        verdict = Ruling(verdict)
-    except ValueError:
-        raise InvalidDecision(
-            canonical, f"decision must be approve, reject or respond, not {verdict!r}"
-        ) from None
-    if not principal or not principal.strip():
-        raise InvalidDecision(canonical, "a decision needs an authenticated principal")
-    if reason is not None and len(reason) > MAX_REASON_LENGTH:
-        raise InvalidDecision(canonical, f"reason is longer than {MAX_REASON_LENGTH} characters")
-    if verdict is Ruling.REJECT and args is not None:
-        raise InvalidDecision(canonical, "edited arguments only go with approve")
-    if verdict is Ruling.REJECT and not (reason and reason.strip()):
-        if require_reason:
-            raise InvalidDecision(canonical, "a rejection needs a reason")
-        reason = NO_REASON
-    if args is not None and not isinstance(args, dict):
-        raise InvalidDecision(canonical, "edited arguments must be a JSON object")
-    if verdict is Ruling.RESPOND:
-        _check_answer(canonical, message, reason=reason, args=args)
-    elif message is not None:
-        raise InvalidDecision(canonical, "a message (an answer) only goes with respond")
-
-    kind = DecisionKind(verdict.value)
-    args_identity = None
-    request = read if read is not None and read.id == canonical else await requests.get(canonical)
-    if request is None:
-        raise RequestNotFound(canonical)
-    if not request.shown_intact:
-        # What the decider was shown is not what was recorded: no decision can be bound to it.
-        await requests.record_tampered(request, principal=principal.strip())
-        raise ShownCopyChanged(canonical)
-    if verdict is Ruling.RESPOND:
-        if "respond" not in request.offered_decisions:
-            raise InvalidDecision(canonical, _not_offered(request, "answered in the tool's place"))
-        # The answer is the tool's result; it is kept as the decision's reason (and so in the
-        # audit event), consumed once like any decision.
-        _still_pending(canonical, request)
-        return await decisions.decide(
-            canonical,
-            kind=DecisionKind.RESPOND,
-            principal=principal.strip(),
-            reason=message,
-            args=None,
-            args_identity=None,
-            check=check,
-            override_by=override_by,
-        )
-    if verdict is Ruling.REJECT and "reject" not in request.allowed_decisions:
-        raise InvalidDecision(canonical, _not_offered(request, "rejected"))
-    edits = args is not None and args != request.shown.get("args")
-    if verdict is Ruling.APPROVE and not edits and "approve" not in request.allowed_decisions:
-        raise InvalidDecision(canonical, _not_offered(request, "approved as shown"))
-    if args is not None:
-        # Edits are validated against the schema recorded with the request.
-        if edits and "edit" not in request.allowed_decisions:
-            raise InvalidDecision(canonical, _not_offered(request, "edited"))
-        if not request.allow_edit and args != request.shown.get("args"):
-            raise InvalidDecision(
-                canonical, "this request cannot be edited, only approved or rejected"
-            )
-        # A redacted argument cannot be edited; its marker's schema errors are not the
-        # approver's to fix (the original value is restored and validated before it runs).
-        check_edit(canonical, args, request.shown)
-        errors = visible_errors(schema_errors(request.args_schema, args), request.shown)
-        if errors:
-            raise EditedArgumentsInvalid(canonical, errors)
-        if args != request.shown.get("args"):
-            if request.quorum > 1:
-                raise InvalidDecision(
-                    canonical,
-                    f"this request needs {request.quorum} approvers, so its arguments cannot "
-                    "be edited; approve or reject them as shown",
-                )
-            if recheck is None:
-                # An edit can change what a call does; without the policy to check it against,
-                # it is refused rather than run on the editor's word alone.
-                raise EditRefused(canonical, None, "edits cannot be checked here")
-            args = await recheck(request, args)
-        if args != request.shown.get("args"):
-            kind = DecisionKind.EDIT
-        args_identity = call_identity(
-            run_id=request.run_id, call_id=request.call_id, tool=request.tool, args=args
-        )
+    ruling, reason = _checked_verdict(
+        canonical,
+        verdict,
+        principal=principal,
+        reason=reason,
+        args=args,
+        message=message,
+        require_reason=require_reason,
+    )
+    request = await _intact_request(requests, canonical, read, principal=principal.strip())
+    kind, args_identity = DecisionKind(ruling.value), None
+    if ruling is Ruling.APPROVE:
+        kind, args, args_identity = await _approval(canonical, request, args, recheck)
+    else:
+        _check_offered(canonical, request, kind)
     _still_pending(canonical, request)
+    rules = KIND_RULES[kind]
     return await decisions.decide(
         canonical,
         kind=kind,
         principal=principal.strip(),
-        reason=reason,
-        args=args if kind is DecisionKind.EDIT else None,
-        args_identity=args_identity if kind is DecisionKind.EDIT else None,
+        # An answer is the tool's result; it is kept as the decision's reason (and so in the
+        # audit event), consumed once like any decision.
+        reason=message if rules.takes_message else reason,
+        args=args if rules.takes_args else None,
+        args_identity=args_identity if rules.takes_args else None,
         check=check,
         override_by=override_by,
     )

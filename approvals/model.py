@@ -1,7 +1,7 @@
 """The engine's records: pending calls, decisions, runs, tool executions and resume jobs.
 
-Frozen, keyword-only dataclasses; states are ``StrEnum`` so they compare equal to the
-strings stored in PostgreSQL.
+Frozen, keyword-only dataclasses. Their states (``approvals.states``) and the decision kinds
+(``approvals.decision_kinds``) are importable from here too, with the records they make up.
 """
 
 from __future__ import annotations
@@ -11,27 +11,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from approvals.decision_kinds import DECIDED_STATUSES as DECIDED_STATUSES
+from approvals.decision_kinds import DECISION_TYPES as DECISION_TYPES
+from approvals.decision_kinds import DEFAULT_DECISIONS as DEFAULT_DECISIONS
+from approvals.decision_kinds import KIND_RULES, KindRules, offered
+from approvals.decision_kinds import DecisionKind as DecisionKind
+from approvals.decision_kinds import Ruling as Ruling
 from approvals.identity import UNREPRESENTABLE, Unreadable, checked_shown_digest
-
-
-class RequestStatus(enum.StrEnum):
-    """Where an approval request is in its life. Only ``pending`` can be decided."""
-
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    #: A human answered on the tool's behalf (a ``respond`` decision): the tool never ran.
-    ANSWERED = "answered"
-    EXPIRED = "expired"
-    SUPERSEDED = "superseded"
-    #: Its run was cancelled while it waited: it can no longer be decided.
-    CANCELLED = "cancelled"
-
-
-#: The statuses of a request a human decided (approved covers edited): final, with a decision.
-DECIDED_STATUSES = frozenset(
-    {RequestStatus.APPROVED, RequestStatus.REJECTED, RequestStatus.ANSWERED}
-)
+from approvals.states import ExecutionStatus as ExecutionStatus
+from approvals.states import JobStatus as JobStatus
+from approvals.states import RequestStatus as RequestStatus
+from approvals.states import RunStatus as RunStatus
 
 
 class OnExpiry(enum.StrEnum):
@@ -83,62 +73,11 @@ class EscalationStep:
         return cls(approvers=tuple(approvers), expires_in=timedelta(seconds=seconds))
 
 
-class Ruling(enum.StrEnum):
-    """What a human said about a pending call."""
-
-    APPROVE = "approve"
-    REJECT = "reject"
-    #: An answer in the tool's place, returned to the model as its result (ask-a-human tools).
-    RESPOND = "respond"
-
-
-class DecisionKind(enum.StrEnum):
-    """The stored kind of a decision: an approval with edited arguments is an ``edit``."""
-
-    APPROVE = "approve"
-    REJECT = "reject"
-    EDIT = "edit"
-    #: The human's answer (kept as the decision's ``reason``) is the tool's result; it never ran.
-    RESPOND = "respond"
-
-
-#: The decisions a request may offer, in the ``HumanInTheLoopMiddleware`` vocabulary.
-DECISION_TYPES = ("approve", "edit", "reject", "respond")
-#: What a request offers unless its tool or policy says otherwise (respond must be asked for).
-DEFAULT_DECISIONS = ("approve", "edit", "reject")
-
 #: The reason recorded for a rejection given without one (HumanInTheLoopMiddleware's reject
 #: carries none unless the reviewer wrote one; ``require_reject_reason`` makes one required).
 NO_REASON = "rejected without a reason"
 #: The most distinct approvers a request may need (a policy's ``quorum``).
 MAX_QUORUM = 20
-
-
-class RunStatus(enum.StrEnum):
-    RUNNING = "running"
-    WAITING = "waiting"
-    COMPLETED = "completed"
-    #: A policy denied the input, a model call or the final answer: the run stopped there.
-    BLOCKED = "blocked"
-    FAILED = "failed"
-    #: An operator cancelled it (``approvals runs cancel``): final, it never resumes.
-    CANCELLED = "cancelled"
-
-
-class ExecutionStatus(enum.StrEnum):
-    """Tool-execution ledger states. ``outcome_unknown`` is final: never retried blindly."""
-
-    STARTED = "started"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    OUTCOME_UNKNOWN = "outcome_unknown"
-
-
-class JobStatus(enum.StrEnum):
-    QUEUED = "queued"
-    DONE = "done"
-    SKIPPED = "skipped"
-    FAILED = "failed"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -182,18 +121,16 @@ class PendingCall:
     shown_digest: str | None = None
 
     @property
-    def offered_decisions(self) -> tuple[str, ...]:
-        """The decisions an approver can make on this request, in the vocabulary's order:
+    def offered_rules(self) -> tuple[KindRules, ...]:
+        """The decision kinds an approver can make on this request, in the vocabulary's order:
         edit only where editing is allowed and one approver decides, respond only where one
-        approver decides (an answer is not a vote)."""
-        alone = self.quorum <= 1
-        return tuple(
-            kind
-            for kind in DECISION_TYPES
-            if kind in self.allowed_decisions
-            and (kind != "edit" or (self.allow_edit and alone))
-            and (kind != "respond" or alone)
-        )
+        approver decides (an answer is not a vote). See ``approvals.decision_kinds``."""
+        return offered(self.allowed_decisions, allow_edit=self.allow_edit, quorum=self.quorum)
+
+    @property
+    def offered_decisions(self) -> tuple[str, ...]:
+        """The names of :attr:`offered_rules` (what the API and the interrupt payload list)."""
+        return tuple(rules.kind.value for rules in self.offered_rules)
 
     @property
     def shown_intact(self) -> bool:
@@ -306,7 +243,7 @@ class DecisionRecord:
     @property
     def approved(self) -> bool:
         """Whether the tool may run: an answer stands in for it, as a rejection stops it."""
-        return self.kind in (DecisionKind.APPROVE, DecisionKind.EDIT)
+        return KIND_RULES[self.kind].runs_tool
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> DecisionRecord:

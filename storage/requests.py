@@ -8,16 +8,11 @@ from typing import Any
 
 from psycopg.types.string import TextLoader
 
-from approvals.errors import (
-    AlreadyVoted,
-    InvalidDecision,
-    NotAllowed,
-    RequestNotFound,
-    RequestNotPending,
-)
+from approvals.decision_kinds import KIND_RULES, DecisionKind, counts_as_vote
+from approvals.errors import AlreadyVoted, NotAllowed, RequestNotFound, RequestNotPending
 from approvals.identity import shown_digest
 from approvals.listing import EVERY_REQUEST, PendingOrder, RequestFilter, Scope, Viewer
-from approvals.model import DecisionKind, DecisionRecord, PendingCall, RequestStatus, Vote
+from approvals.model import DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.ports import NewRequest, RequestCheck
 from storage.db import (
     Connection,
@@ -27,14 +22,6 @@ from storage.db import (
     read_unreadable_json_as_marker,
     sql,
 )
-
-_STATUS_OF_KIND = {
-    DecisionKind.APPROVE: RequestStatus.APPROVED,
-    DecisionKind.EDIT: RequestStatus.APPROVED,
-    DecisionKind.REJECT: RequestStatus.REJECTED,
-    DecisionKind.RESPOND: RequestStatus.ANSWERED,
-}
-
 
 #: What a list's scope asks of may_decide (the ``decidable`` parameter): anything, yes, no.
 _DECIDABLE: dict[Scope, bool | None] = {Scope.SEE: None, Scope.DECIDE: True, Scope.OTHERS: False}
@@ -277,7 +264,7 @@ class PgDecisions:
         params = {
             "id": str(uuid.uuid4()),
             "request_id": request_id,
-            "status": _STATUS_OF_KIND[kind].value,
+            "status": KIND_RULES[kind].leaves.value,
             "kind": kind.value,
             "principal": principal,
             "reason": reason,
@@ -312,19 +299,7 @@ class PgDecisions:
             if state is None:
                 raise RequestNotFound(request_id)
             live = state["status"] == RequestStatus.PENDING and not state["expired"]
-            if live and state["quorum"] > 1 and kind is not DecisionKind.REJECT:
-                if kind is DecisionKind.EDIT:
-                    raise InvalidDecision(
-                        request_id,
-                        f"this request needs {state['quorum']} approvers, so its arguments "
-                        "cannot be edited; approve or reject them as shown",
-                    )
-                if kind is DecisionKind.RESPOND:
-                    raise InvalidDecision(
-                        request_id,
-                        f"this request needs {state['quorum']} approvers, so it cannot be "
-                        "answered in the tool's place; approve or reject it",
-                    )
+            if live and counts_as_vote(request_id, kind, state["quorum"]):
                 return await self._vote(params, conn)
         expired = state["status"] == RequestStatus.PENDING and state["expired"]
         raise RequestNotPending(request_id, "expired" if expired else state["status"])

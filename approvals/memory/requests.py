@@ -8,32 +8,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from approvals.errors import (
-    AlreadyVoted,
-    InvalidDecision,
-    NotAllowed,
-    RequestNotFound,
-    RequestNotPending,
-)
+from approvals.decision_kinds import KIND_RULES, DecisionKind, counts_as_vote
+from approvals.errors import AlreadyVoted, NotAllowed, RequestNotFound, RequestNotPending
 from approvals.identity import shown_digest
 from approvals.memory.store import MemoryStore, now
-from approvals.model import (
-    DecisionKind,
-    DecisionRecord,
-    OnExpiry,
-    PendingCall,
-    RequestStatus,
-    SweepResult,
-    Vote,
-)
+from approvals.model import DecisionRecord, OnExpiry, PendingCall, SweepResult, Vote
 from approvals.ports import NewRequest
-
-_STATUS_OF_KIND = {
-    DecisionKind.APPROVE: RequestStatus.APPROVED,
-    DecisionKind.EDIT: RequestStatus.APPROVED,
-    DecisionKind.REJECT: RequestStatus.REJECTED,
-    DecisionKind.RESPOND: RequestStatus.ANSWERED,
-}
+from approvals.states import RequestStatus
 
 
 class MemoryApprovalRequests:
@@ -136,19 +117,7 @@ class MemoryDecisions:
         pending = request.status is RequestStatus.PENDING
         if not pending or request.expires_at <= now():
             raise RequestNotPending(request_id, "expired" if pending else request.status)
-        if request.quorum > 1 and kind is not DecisionKind.REJECT:
-            if kind is DecisionKind.EDIT:
-                raise InvalidDecision(
-                    request_id,
-                    f"this request needs {request.quorum} approvers, so its arguments cannot "
-                    "be edited; approve or reject them as shown",
-                )
-            if kind is DecisionKind.RESPOND:
-                raise InvalidDecision(
-                    request_id,
-                    f"this request needs {request.quorum} approvers, so it cannot be "
-                    "answered in the tool's place; approve or reject it",
-                )
+        if counts_as_vote(request_id, kind, request.quorum):
             votes = store.votes.setdefault(request_id, [])
             person = store.person_of(principal)
             if person is None:
@@ -170,7 +139,7 @@ class MemoryDecisions:
                 )
         return store.consume(
             request,
-            status=_STATUS_OF_KIND[kind],
+            status=KIND_RULES[kind].leaves,
             kind=kind,
             principal=principal,
             reason=reason,
