@@ -10,17 +10,20 @@ read, so a process connected as the runtime role may call ``upgrade`` at start-u
 from __future__ import annotations
 
 import asyncio
+import functools
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import psycopg
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 
 from alembic import command
 from approvals.errors import ConfigurationError
-from storage.db import sql, translated_errors
+from storage.db import Row, sql, translated_errors
 from storage.roles import grant_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +54,46 @@ def sqlalchemy_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
     return url
+
+
+@functools.cache
+def schema_heads() -> tuple[str | None, int]:
+    """The Alembic head revision and LangGraph's latest checkpoint migration."""
+    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
+    return head, len(AsyncPostgresSaver.MIGRATIONS) - 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SchemaState:
+    """The schema versions applied to the database, and the ones this code expects."""
+
+    revision: str | None
+    head: str | None
+    checkpoints: int | None
+    checkpoints_head: int
+
+    @classmethod
+    def from_row(cls, row: Row | None) -> SchemaState:
+        """The state ``schema_versions`` read (``None``: no row), against this code's heads."""
+        head, checkpoints_head = schema_heads()
+        return cls(
+            revision=row["revision"] if row else None,
+            head=head,
+            checkpoints=row["checkpoints"] if row else None,
+            checkpoints_head=checkpoints_head,
+        )
+
+    @property
+    def problem(self) -> str | None:
+        """Why the schema is not the one this code needs, or ``None`` when it is."""
+        if self.revision != self.head:
+            return (
+                f"migrations are at {self.revision or 'nothing'}, not at head {self.head};"
+                " run `approvals db upgrade`"
+            )
+        if self.checkpoints is None or self.checkpoints < self.checkpoints_head:
+            return "LangGraph's checkpoint tables are not set up; run `approvals db upgrade`"
+        return None
 
 
 async def upgrade(url: str, *, runtime_role: str | None = None) -> None:
@@ -85,8 +128,6 @@ async def upgrade(url: str, *, runtime_role: str | None = None) -> None:
 async def _state(url: str) -> tuple[bool, str]:
     """Whether a migration or LangGraph's setup is still to run, and the role connected as
     (reads only)."""
-    from storage.ops import SchemaState, schema_heads
-
     async with await psycopg.AsyncConnection.connect(
         url, autocommit=True, prepare_threshold=None, row_factory=dict_row
     ) as conn:
@@ -96,11 +137,4 @@ async def _state(url: str) -> tuple[bool, str]:
             row = await (await conn.execute(sql("schema_versions"))).fetchone()
         except psycopg.errors.UndefinedTable:
             return True, role["role"]
-    head, checkpoints_head = schema_heads()
-    state = SchemaState(
-        revision=row["revision"] if row else None,
-        head=head,
-        checkpoints=row["checkpoints"] if row else None,
-        checkpoints_head=checkpoints_head,
-    )
-    return state.problem is not None, role["role"]
+    return SchemaState.from_row(row).problem is not None, role["role"]

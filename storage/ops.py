@@ -6,16 +6,18 @@ process reports the same numbers and nothing is lost when one restarts.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from approvals.errors import InvalidValue, NothingToRetry, RunEnded, RunNotFound
 from approvals.json_values import check_inputs
 from approvals.model import DecisionKind, ExecutionStatus, JobStatus, RequestStatus, RunStatus
 from storage.db import Connection, Database, json
+
+if TYPE_CHECKING:
+    from storage.migrate import SchemaState
 
 #: Bucket bounds (seconds) of the decision-latency histogram: humans take minutes to days.
 DECISION_BOUNDS: tuple[float, ...] = (
@@ -108,28 +110,6 @@ class MetricsSnapshot:
     @property
     def queued(self) -> int:
         return self.jobs.get(JobStatus.QUEUED, 0)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SchemaState:
-    """The schema versions applied to the database, and the ones this code expects."""
-
-    revision: str | None
-    head: str | None
-    checkpoints: int | None
-    checkpoints_head: int
-
-    @property
-    def problem(self) -> str | None:
-        """Why the schema is not the one this code needs, or ``None`` when it is."""
-        if self.revision != self.head:
-            return (
-                f"migrations are at {self.revision or 'nothing'}, not at head {self.head};"
-                " run `approvals db upgrade`"
-            )
-        if self.checkpoints is None or self.checkpoints < self.checkpoints_head:
-            return "LangGraph's checkpoint tables are not set up; run `approvals db upgrade`"
-        return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -231,19 +211,6 @@ class Pruned:
         }
 
 
-@functools.cache
-def schema_heads() -> tuple[str | None, int]:
-    """The Alembic head revision and LangGraph's latest checkpoint migration."""
-    # Imported here: both take a while to import, and only readiness needs them.
-    from alembic.script import ScriptDirectory
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
-    from storage.migrate import alembic_config
-
-    head = ScriptDirectory.from_config(alembic_config("")).get_current_head()
-    return head, len(AsyncPostgresSaver.MIGRATIONS) - 1
-
-
 class PgOperations:
     """The queries behind metrics, readiness, ``runs cancel`` and ``retention prune``."""
 
@@ -283,14 +250,11 @@ class PgOperations:
 
     async def schema(self) -> SchemaState:
         """The applied schema versions (raises ``DatabaseUnavailable`` when unreachable)."""
-        row = await self._db.one("schema_versions", {})
-        head, checkpoints_head = schema_heads()
-        return SchemaState(
-            revision=row["revision"] if row else None,
-            head=head,
-            checkpoints=row["checkpoints"] if row else None,
-            checkpoints_head=checkpoints_head,
-        )
+        # Imported here: Alembic and LangGraph's checkpointer take a while to import, and only
+        # readiness needs them.
+        from storage.migrate import SchemaState
+
+        return SchemaState.from_row(await self._db.one("schema_versions", {}))
 
     async def cancel(self, run_id: str, *, principal: str, reason: str | None) -> Cancellation:
         """Cancel a run that has not ended; waits for a step in progress to settle first.

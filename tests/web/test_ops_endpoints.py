@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from pydantic import SecretStr
 
-from storage.ops import schema_heads
+from storage.migrate import schema_heads
 from tests.integration.helpers import start_refund
 from tests.web.conftest import Server
 from web.engine import Engine
