@@ -20,6 +20,7 @@ else stops the run (status ``blocked``) with nothing of the denied content kept.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, NotRequired, Protocol, TypedDict
 
 from agent_hooks import InterceptionBlocked, Interceptor
@@ -109,20 +110,58 @@ def build_agent(
         if interceptors is None:
             interceptors = [EscalateSensitiveTools(t.name for t in tools if t.sensitive)]
         governance = Governance(interceptors=tuple(interceptors))
-    gov = governance
     step = ToolStep(graph_name=name, tools=tools, deps=deps)
-    check_policies_tool_names(gov.interceptors, (t.name for t in tools), graph=name)
-    deps.catalog.register(name, tools, gov)
-    tool_names = sorted(t.name for t in tools)
-    the_model_id = model_id or getattr(model, "model_name", None) or type(model).__name__
+    check_policies_tool_names(governance.interceptors, (t.name for t in tools), graph=name)
+    deps.catalog.register(name, tools, governance)
+    nodes = _AgentNodes(
+        name=name,
+        model=model,
+        model_id=model_id or getattr(model, "model_name", None) or type(model).__name__,
+        tool_names=sorted(t.name for t in tools),
+        gov=governance,
+        deps=deps,
+        step=step,
+    )
+    builder = StateGraph(AgentState)
+    builder.add_node("start", nodes.start)
+    builder.add_node("agent", nodes.agent, destinations=("start",))
+    # A Send task takes a ToolTask, not the graph state; the stubs only know the latter.
+    builder.add_node("tools", nodes.run_tool)  # type: ignore[arg-type]
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("start", nodes.after_start, ["agent", END])
+    builder.add_conditional_edges("agent", nodes.route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    compiled = builder.compile(checkpointer=deps.checkpointer, name=name)
+    register_gate(
+        compiled, InputGate(graph=name, governance=governance, tools=tuple(nodes.tool_names))
+    )
+    return compiled
 
-    def session(state: AgentState, config: RunnableConfig) -> Session:
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _AgentNodes:
+    """The nodes and routers of one agent ``build_agent`` compiles."""
+
+    name: str
+    model: ChatModel
+    model_id: str
+    tool_names: list[str]
+    gov: Governance
+    deps: GraphDeps
+    step: ToolStep
+
+    def session(self, state: AgentState, config: RunnableConfig) -> Session:
         return session_of(
-            config, gov, graph=name, run_id=state["run_id"], principal=state["started_by"]
+            config, self.gov, graph=self.name, run_id=state["run_id"], principal=state["started_by"]
         )
 
     def slot(
-        state: AgentState, config: RunnableConfig, point: str, turn: int, shown: dict[str, Any]
+        self,
+        state: AgentState,
+        config: RunnableConfig,
+        point: str,
+        turn: int,
+        shown: dict[str, Any],
     ) -> ApprovalSlot:
         """Where a liftable deny at a non-tool point gets its human answer: a request for the
         point of this turn (no edits: only the tool seam's arguments have a schema), made only
@@ -135,27 +174,27 @@ def build_agent(
         run = EngineRun(
             run_id=state["run_id"],
             principal=state["started_by"],
-            graph=name,
+            graph=self.name,
             thread_id=str(configurable.get("thread_id")),
-            deps=deps,
+            deps=self.deps,
             state_version=(configurable.get("checkpoint_map") or {}).get(""),
         )
         return point_slot(run, point, turn, shown)
 
-    async def start(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    async def start(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         if not state.get("new_input"):
             return {}
-        s = session(state, config)
+        s = self.session(state, config)
         done = {"new_input": False, "startup_emitted": False}
         turn = sum(1 for m in state["messages"] if isinstance(m, HumanMessage))
         if not state.get("startup_emitted"):
-            blocked = await emit_startup(s, tool_names)
+            blocked = await emit_startup(s, self.tool_names)
             if blocked is not None:
                 return {**done, "blocked": blocked}
         human = next((m for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), None)
         if human is None:
             return done
-        here = slot(state, config, "input", turn, {"content": human.content})
+        here = self.slot(state, config, "input", turn, {"content": human.content})
         content, blocked = await emit_input(s, human.content, here)
         if blocked is not None:
             # The denied input leaves the conversation.
@@ -166,62 +205,38 @@ def build_agent(
             return {**done, "messages": [HumanMessage(content=content, id=human.id)]}
         return done
 
-    async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any] | Command[str]:
+    async def agent(
+        self, state: AgentState, config: RunnableConfig
+    ) -> dict[str, Any] | Command[str]:
         if state.get("new_input"):
             # A message nobody governed yet goes through ``start`` first. The runner governs
             # every other one before the graph runs, so the graph enters here, not through a
             # routing at its entry: a conditional entry edge cost every run's turn ~0.2-0.4 ms
             # (its own runnable, task and state read), to serve only this rare path.
             return Command(goto="start")
-        s = session(state, config)
+        s = self.session(state, config)
         history: list[BaseMessage] = list(state["messages"])
         turn = sum(1 for m in history if isinstance(m, AIMessage))
         wire = [to_wire(m) for m in history]
-        here = slot(state, config, "pre_model_call", turn, {"messages": wire[-1:]})
-        ctx = s.context("pre_model_call", model_id=the_model_id, messages=wire)
+        here = self.slot(state, config, "pre_model_call", turn, {"messages": wire[-1:]})
+        ctx = s.context("pre_model_call", model_id=self.model_id, messages=wire)
         try:
             await s.emit(ctx, here)
         except InterceptionBlocked as blocked:
             return {"blocked": blocked_reason(blocked)}
         # A transform changes what the model receives.
         sent = history if ctx["messages"] == wire else from_wire(ctx["messages"])
-        if isinstance(model, Runnable):
-            # Buffered output: the model's tokens must not stream to the caller (LangGraph's
-            # "messages" mode) before post_model_call and output allowed them.
-            reply = await model.ainvoke(sent, config={"tags": [TAG_NOSTREAM]})
-        else:
-            reply = await model.ainvoke(sent)
-        if not isinstance(reply, AIMessage):
-            raise TypeError(f"the model answered {type(reply).__name__}, not an AIMessage")
-        calls = [
-            {"id": tc["id"], "name": tc["name"], "args": tc["args"]} for tc in reply.tool_calls
-        ]
-        response = {"content": reply.content, "tool_calls": calls}
-        here = slot(state, config, "post_model_call", turn, response)
-        ctx = s.context(
-            "post_model_call",
-            model_id=the_model_id,
-            content=reply.content,
-            tool_calls=calls,
-            finish_reason="tool_calls" if calls else "stop",
-        )
+        reply = await self._ask(sent)
         try:
-            await s.emit(ctx, here)
+            reply = await self._reviewed(s, state, config, turn, reply)
         except InterceptionBlocked as blocked:
             # The denied response is dropped: it never enters the conversation.
             return {"blocked": blocked_reason(blocked)}
-        answered = ctx["response"]
-        if answered["content"] != reply.content or answered["tool_calls"] != calls:
-            reply = AIMessage(
-                content=answered["content"] if answered["content"] is not None else "",
-                tool_calls=answered["tool_calls"] or [],
-                id=reply.id,
-            )
         if reply.tool_calls:
             return {"messages": [reply]}
         # The final answer is buffered: it is released (written to the state, returned to the
         # caller) only once ``output`` allowed it, and as ``output`` left it.
-        here = slot(state, config, "output", turn, {"content": reply.content})
+        here = self.slot(state, config, "output", turn, {"content": reply.content})
         ctx = s.context("output", content=reply.content)
         try:
             await s.emit(ctx, here)
@@ -230,12 +245,55 @@ def build_agent(
         final = ctx["output"]["content"]
         return {"messages": [AIMessage(content=final if final is not None else "", id=reply.id)]}
 
+    async def _ask(self, sent: list[BaseMessage]) -> AIMessage:
+        """The model's reply to ``sent``."""
+        if isinstance(self.model, Runnable):
+            # Buffered output: the model's tokens must not stream to the caller (LangGraph's
+            # "messages" mode) before post_model_call and output allowed them.
+            reply = await self.model.ainvoke(sent, config={"tags": [TAG_NOSTREAM]})
+        else:
+            reply = await self.model.ainvoke(sent)
+        if not isinstance(reply, AIMessage):
+            raise TypeError(f"the model answered {type(reply).__name__}, not an AIMessage")
+        return reply
+
+    async def _reviewed(
+        self,
+        s: Session,
+        state: AgentState,
+        config: RunnableConfig,
+        turn: int,
+        reply: AIMessage,
+    ) -> AIMessage:
+        """``reply`` as ``post_model_call`` left it (``InterceptionBlocked`` when denied)."""
+        calls = [
+            {"id": tc["id"], "name": tc["name"], "args": tc["args"]} for tc in reply.tool_calls
+        ]
+        response = {"content": reply.content, "tool_calls": calls}
+        here = self.slot(state, config, "post_model_call", turn, response)
+        ctx = s.context(
+            "post_model_call",
+            model_id=self.model_id,
+            content=reply.content,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else "stop",
+        )
+        await s.emit(ctx, here)
+        answered = ctx["response"]
+        if answered["content"] != reply.content or answered["tool_calls"] != calls:
+            reply = AIMessage(
+                content=answered["content"] if answered["content"] is not None else "",
+                tool_calls=answered["tool_calls"] or [],
+                id=reply.id,
+            )
+        return reply
+
     # The routers are coroutines: LangGraph runs a plain function given as a path in its
     # thread pool (a thread hop per routing, four per approval cycle), a coroutine in-line.
-    async def after_start(state: AgentState) -> str:
+    async def after_start(self, state: AgentState) -> str:
         return END if state.get("blocked") else "agent"
 
-    async def route(state: AgentState) -> list[Send] | str:
+    async def route(self, state: AgentState) -> list[Send] | str:
         if state.get("blocked") or state.get("new_input"):
             # A message nobody governed yet: ``agent`` handed it to ``start``
             # (``Command(goto="start")``), and a Command does not stop the node's own edges.
@@ -262,7 +320,7 @@ def build_agent(
             ]
         return END
 
-    async def run_tool(task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
+    async def run_tool(self, task: ToolTask, config: RunnableConfig) -> dict[str, Any]:
         refused = task.get("refused")
         if refused is not None:
             call = task["call"]
@@ -271,8 +329,10 @@ def build_agent(
         thread_id = str(configurable["thread_id"])
         # The checkpoint this step runs from: the state version the approver's decision binds.
         state_version = (configurable.get("checkpoint_map") or {}).get("")
-        s = session_of(config, gov, graph=name, run_id=task["run_id"], principal=task["started_by"])
-        message = await step(
+        s = session_of(
+            config, self.gov, graph=self.name, run_id=task["run_id"], principal=task["started_by"]
+        )
+        message = await self.step(
             session=s,
             state_version=state_version,
             call=task["call"],
@@ -282,19 +342,6 @@ def build_agent(
             tool_counts=task["tool_counts"],
         )
         return {"messages": [message]}
-
-    builder = StateGraph(AgentState)
-    builder.add_node("start", start)
-    builder.add_node("agent", agent, destinations=("start",))
-    # A Send task takes a ToolTask, not the graph state; the stubs only know the latter.
-    builder.add_node("tools", run_tool)  # type: ignore[arg-type]
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("start", after_start, ["agent", END])
-    builder.add_conditional_edges("agent", route, ["tools", END])
-    builder.add_edge("tools", "agent")
-    compiled = builder.compile(checkpointer=deps.checkpointer, name=name)
-    register_gate(compiled, InputGate(graph=name, governance=gov, tools=tuple(tool_names)))
-    return compiled
 
 
 async def close_cancelled(
