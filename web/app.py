@@ -25,9 +25,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from approvals.errors import ApprovalsError
 from approvals.principals import Principal
-from web import api, api_docs, audit_pages, monitoring, pages
+from web import audit_pages, pages
 from web.engine import Engine, open_engine, upgrade
 from web.errors import ApiError, status_of
+from web.faces import api, api_docs, monitoring
 from web.oidc import CALLBACK_PATH, OidcLogin
 from web.security import BodyLimit, LoginThrottle, SecurityHeaders, Sessions, secret_key
 from web.settings import Settings

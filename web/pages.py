@@ -35,8 +35,8 @@ from approvals.redaction import keep_redacted_fields
 from web.edit_form import diff, edit_fields, parse_edit, typed
 from web.engine import Engine
 from web.errors import status_of
+from web.faces.request_stream import open_stream
 from web.list_query import Listing
-from web.request_stream import open_stream
 from web.security import Session, Sessions, same_origin
 from web.settings import Settings
 from web.sign_in_throttle import SignInThrottle

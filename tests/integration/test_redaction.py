@@ -21,9 +21,9 @@ from approvals.redaction import MARKER
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.receivers import HttpReceiver, http_receiver, smtp_receiver
 from tests.integration.redaction_graphs import ARGS, CALL_ID, CARD, CVV
-from web.api_models import pending_call
 from web.cli.audit import export_record
 from web.engine import Engine, open_engine
+from web.faces.api_models import pending_call
 from web.notifier import Notifier
 from web.settings import Settings, WebhookTarget
 

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from pydantic import TypeAdapter
 
 from approvals.model import PendingCall, RequestStatus
-from web.api_models import PendingCallView, pending_call, pending_page_json
+from web.faces.api_models import PendingCallView, pending_call, pending_page_json
 
 
 def request(n: int, **changes: Any) -> PendingCall:

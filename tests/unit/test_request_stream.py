@@ -14,7 +14,7 @@ from approvals.authz import ApproverRules
 from approvals.model import PendingCall, RequestStatus
 from approvals.principals import Principal
 from storage.request_events import RequestEvent, RequestEventKind, RequestFeed
-from web.request_stream import hears
+from web.faces.request_stream import hears
 
 RULES = ApproverRules(default_group="approvers", operator_group="operators")
 GROUPS = st.frozensets(st.sampled_from(["approvers", "operators", "support", "finance", "ops"]))

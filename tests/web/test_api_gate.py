@@ -15,9 +15,9 @@ import httpx
 from fastapi import FastAPI
 
 from tests.integration.helpers import person_token, run_status, thread_lock, until
-from web.api import gate_size
 from web.app import create_app
 from web.engine import Engine
+from web.faces.api import gate_size
 from web.settings import Settings
 
 

@@ -23,9 +23,9 @@ from tests.integration.test_request_events import execute
 from tests.web.conftest import Server, SignIn, add_user
 from tests.web.test_api import client, token
 from tests.web.test_request_events import listening, start
-from web import request_stream
 from web.app import create_app
 from web.engine import Engine
+from web.faces import request_stream
 from web.serving import bind, server_config
 from web.settings import Settings
 

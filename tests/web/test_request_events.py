@@ -17,8 +17,8 @@ import pytest
 from tests.integration.helpers import scalar
 from tests.web.conftest import Server, SignIn, add_user
 from tests.web.test_api import client, token
-from web import request_stream
 from web.engine import Engine
+from web.faces import request_stream
 
 
 class Listener:

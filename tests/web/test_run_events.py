@@ -14,8 +14,8 @@ import pytest
 from tests.integration.helpers import scalar, thread_lock
 from tests.web.conftest import Server
 from tests.web.test_api import client, token
-from web import run_stream
 from web.engine import Engine
+from web.faces import run_stream
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:

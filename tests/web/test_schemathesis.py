@@ -34,7 +34,7 @@ from tests.integration.helpers import person_token
 from tests.web.conftest import Server
 from web.app import openapi
 from web.engine import Engine
-from web.request_stream import KEEPALIVE_SECONDS
+from web.faces.request_stream import KEEPALIVE_SECONDS
 from web.settings import Settings
 
 SEED = 20240611

@@ -26,7 +26,9 @@ from approvals.errors import (
 )
 from approvals.model import PendingCall, Run, Vote
 from approvals.principals import Principal
-from web.api_models import (
+from web.engine import Engine
+from web.errors import ERROR_RESPONSES, ApiError, ErrorBody
+from web.faces.api_models import (
     CancelIn,
     CancelOut,
     DecisionIn,
@@ -45,12 +47,10 @@ from web.api_models import (
     pending_call,
     pending_page_json,
 )
-from web.engine import Engine
-from web.errors import ERROR_RESPONSES, ApiError, ErrorBody
-from web.json_bodies import UniqueKeysRoute
-from web.request_stream import open_stream as open_request_stream
-from web.run_stream import parse_after
-from web.run_stream import run_events as stream_run_events
+from web.faces.json_bodies import UniqueKeysRoute
+from web.faces.request_stream import open_stream as open_request_stream
+from web.faces.run_stream import parse_after
+from web.faces.run_stream import run_events as stream_run_events
 from web.settings import Settings
 
 log = logging.getLogger("approvals.web")

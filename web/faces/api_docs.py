@@ -37,7 +37,7 @@ def assets_dir() -> Path:
     return static
 
 
-_templates = Jinja2Templates(directory=str(Path(__file__).resolve().parent / "templates"))
+_templates = Jinja2Templates(directory=str(Path(__file__).resolve().parents[1] / "templates"))
 
 
 def router(openapi_url: str) -> APIRouter:

@@ -19,9 +19,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from approvals.errors import DatabaseUnavailable
-from web.api import engine_of
 from web.engine import Histogram, MetricsSnapshot
 from web.errors import ApiError
+from web.faces.api import engine_of
 from web.settings import Settings
 
 log = logging.getLogger("approvals.web")
