@@ -1,6 +1,6 @@
-"""Telling people a call waits for them: the channels (signed webhooks, a Slack-compatible
-incoming webhook, e-mail over SMTP) and the notifier loop that feeds them. What a notice says and
-how it is signed, the pure part, is ``approvals.notify``.
+"""Telling people a call waits for them: the notifier loop that feeds the channels
+(``web.channels``: signed webhooks, a Slack-compatible incoming webhook, e-mail over SMTP). What
+a notice says and how it is signed, the pure part, is ``approvals.notify``.
 
 The notifier polls with one statement that claims what is owed (see ``claim_notifications``):
 a delivery per (request, channel, escalation level), inserted by exactly one worker, so several
@@ -13,223 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
-import smtplib
-import ssl
 from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
-from email.message import EmailMessage
-from typing import Protocol
-from urllib.parse import urlsplit
 
 import httpx
 
-from approvals.errors import ConfigurationError, DatabaseUnavailable
-from approvals.notify import (
-    DELIVERY_HEADER,
-    DeliveryStatus,
-    Notice,
-    RunNotice,
-    backoff_seconds,
-    email_message,
-    run_webhook_body,
-    signature_headers,
-    slack_message,
-    webhook_body,
-)
+from approvals.errors import DatabaseUnavailable
+from approvals.notify import DeliveryStatus, Notice, RunNotice, backoff_seconds
 from storage.notifications import PgNotifications
 from storage.run_events import PgRunEvents
+from web.channels import Channel, Outcome, WebhookChannel, channels_from_settings
 from web.settings import Settings
 
 log = logging.getLogger("approvals.notify")
 
 USER_AGENT = "approvals-notifier/1"
-#: Statuses a receiver uses to say "later", not "never".
-RETRYABLE_HTTP = frozenset({408, 425, 429})
 MAX_POLL_BACKOFF = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What one attempt came to."""
-
-    status: DeliveryStatus
-    response_code: int | None = None
-    error: str | None = None
-
-
-class Channel(Protocol):
-    """Somewhere notices go. ``name`` keys its deliveries, so it must be stable."""
-
-    @property
-    def name(self) -> str: ...
-
-    async def send(self, notice: Notice, client: httpx.AsyncClient) -> Outcome: ...
-
-
-def _http_outcome(response: httpx.Response) -> Outcome:
-    code = response.status_code
-    if 200 <= code < 300:
-        return Outcome(DeliveryStatus.SENT, code)
-    error = f"HTTP {code}: {response.text[:200]}".strip()
-    if code >= 500 or code in RETRYABLE_HTTP:
-        return Outcome(DeliveryStatus.RETRY, code, error)
-    # Other 4xx (and redirects, which a webhook should not answer): repeating will not help.
-    return Outcome(DeliveryStatus.FAILED, code, error)
-
-
-async def _post(
-    client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str]
-) -> Outcome:
-    try:
-        response = await client.post(url, content=body, headers=headers)
-    except httpx.TimeoutException as exc:
-        return Outcome(DeliveryStatus.RETRY, error=f"timeout: {type(exc).__name__}")
-    except httpx.TransportError as exc:
-        return Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
-    return _http_outcome(response)
-
-
-def _url_label(url: str) -> str:
-    # The URL itself may hold a token (Slack's do): the log keeps its host and a digest.
-    digest = hashlib.sha256(url.encode()).hexdigest()[:10]
-    return f"{urlsplit(url).hostname or 'unknown'}#{digest}"
-
-
-class WebhookChannel:
-    """POSTs the notice as JSON, signed with HMAC-SHA256 (see ``approvals.notify``)."""
-
-    def __init__(self, url: str, secret: str, name: str | None = None) -> None:
-        self._url = url
-        self._secret = secret
-        self.name = f"webhook:{name or _url_label(url)}"
-
-    async def send(self, notice: Notice, client: httpx.AsyncClient) -> Outcome:
-        body = webhook_body(notice)
-        headers = {
-            "Content-Type": "application/json",
-            DELIVERY_HEADER: str(notice.delivery_id),
-            **signature_headers(self._secret, body),
-        }
-        return await _post(client, self._url, body, headers)
-
-    async def send_run(self, notice: RunNotice, client: httpx.AsyncClient) -> Outcome:
-        """A run's notification, signed the same way."""
-        body = run_webhook_body(notice)
-        headers = {
-            "Content-Type": "application/json",
-            DELIVERY_HEADER: notice.delivery_header,
-            **signature_headers(self._secret, body),
-        }
-        return await _post(client, self._url, body, headers)
-
-
-class SlackChannel:
-    """Posts ``{"text": ...}`` to a Slack-compatible incoming webhook."""
-
-    name = "slack"
-
-    def __init__(self, url: str) -> None:
-        self._url = url
-
-    async def send(self, notice: Notice, client: httpx.AsyncClient) -> Outcome:
-        body = json.dumps(slack_message(notice)).encode()
-        return await _post(client, self._url, body, {"Content-Type": "application/json"})
-
-
-@dataclass(frozen=True, kw_only=True)
-class SmtpServer:
-    host: str
-    port: int
-    sender: str
-    starttls: bool = False
-    user: str | None = None
-    password: str | None = None
-    timeout: float = 10.0
-
-
-class EmailChannel:
-    """Sends a plain-text e-mail over SMTP (stdlib ``smtplib``, in a thread)."""
-
-    name = "email"
-
-    def __init__(
-        self,
-        server: SmtpServer,
-        *,
-        to: Sequence[str] = (),
-        group_to: dict[str, list[str]] | None = None,
-    ) -> None:
-        self._server = server
-        self._to = tuple(to)
-        self._group_to = group_to or {}
-
-    def recipients(self, groups: Sequence[str]) -> tuple[str, ...]:
-        """The addresses of the request's approver groups, or the default ones."""
-        chosen = [a for g in groups for a in self._group_to.get(g, [])]
-        return tuple(dict.fromkeys(chosen or self._to))
-
-    async def send(self, notice: Notice, client: httpx.AsyncClient) -> Outcome:
-        recipients = self.recipients(notice.approver_groups)
-        if not recipients:
-            groups = ", ".join(notice.approver_groups)
-            return Outcome(DeliveryStatus.SKIPPED, error=f"no address for groups {groups}")
-        message = email_message(notice, sender=self._server.sender, recipients=recipients)
-        try:
-            await asyncio.to_thread(self._send, message, recipients)
-        except smtplib.SMTPRecipientsRefused as exc:
-            codes = [code for code, _ in exc.recipients.values()]
-            temporary = all(400 <= c < 500 for c in codes)
-            status = DeliveryStatus.RETRY if temporary else DeliveryStatus.FAILED
-            return Outcome(status, codes[0] if codes else None, f"recipients refused: {exc}")
-        except smtplib.SMTPResponseException as exc:
-            status = DeliveryStatus.RETRY if 400 <= exc.smtp_code < 500 else DeliveryStatus.FAILED
-            return Outcome(status, exc.smtp_code, f"SMTP {exc.smtp_code}: {exc.smtp_error!r}")
-        except (OSError, smtplib.SMTPException) as exc:
-            # Connection refused or dropped, timeouts, TLS failures: the server may be back soon.
-            return Outcome(DeliveryStatus.RETRY, error=f"{type(exc).__name__}: {exc}"[:300])
-        return Outcome(DeliveryStatus.SENT, 250)
-
-    def _send(self, message: EmailMessage, recipients: tuple[str, ...]) -> None:
-        s = self._server
-        with smtplib.SMTP(s.host, s.port, timeout=s.timeout) as smtp:
-            if s.starttls:
-                smtp.starttls(context=ssl.create_default_context())
-            if s.user is not None:
-                smtp.login(s.user, s.password or "")
-            smtp.send_message(message, from_addr=s.sender, to_addrs=list(recipients))
-
-
-def channels_from_settings(settings: Settings) -> list[Channel]:
-    """The configured channels; none configured, none returned (and nothing is sent)."""
-    channels: list[Channel] = [
-        WebhookChannel(w.url, w.secret.get_secret_value(), w.name) for w in settings.notify_webhooks
-    ]
-    if settings.notify_slack_webhook is not None:
-        channels.append(SlackChannel(settings.notify_slack_webhook.get_secret_value()))
-    if settings.notify_smtp_host and (settings.notify_smtp_to or settings.notify_smtp_group_to):
-        server = SmtpServer(
-            host=settings.notify_smtp_host,
-            port=settings.notify_smtp_port,
-            sender=settings.notify_smtp_from,
-            starttls=settings.notify_smtp_starttls,
-            user=settings.notify_smtp_user,
-            password=(
-                settings.notify_smtp_password.get_secret_value()
-                if settings.notify_smtp_password
-                else None
-            ),
-            timeout=settings.notify_timeout_seconds,
-        )
-        channels.append(
-            EmailChannel(server, to=settings.notify_smtp_to, group_to=settings.notify_smtp_group_to)
-        )
-    names = [c.name for c in channels]
-    if len(set(names)) != len(names):
-        raise ConfigurationError(f"notification channels need distinct names: {names}")
-    return channels
 
 
 class Notifier:
