@@ -39,7 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from approvals.model import DECISION_TYPES, DEFAULT_DECISIONS, MAX_QUORUM, PendingCall
+from approvals.decision_kinds import DECISION_TYPES, DEFAULT_DECISIONS
+from approvals.model import MAX_QUORUM, PendingCall
 from approvals.redaction import SHOWN_KEY, redact_shown, redacted_paths
 
 #: Every key of an approval block this module weighs (``approvals.policy.evaluation`` writes

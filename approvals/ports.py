@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from approvals.decision_kinds import DEFAULT_DECISIONS, DecisionKind
 from approvals.model import (
-    DEFAULT_DECISIONS,
-    DecisionKind,
     DecisionRecord,
     EscalationStep,
     ExecutionStatus,

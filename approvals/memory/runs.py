@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from typing import Any
 
+from approvals.decision_kinds import DECIDED_STATUSES
 from approvals.memory.store import MemoryStore, StoredJob, StoredRun, now
 from approvals.model import (
-    DECIDED_STATUSES,
     ExecutionStatus,
     JobStatus,
     ResumeCheck,

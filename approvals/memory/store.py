@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from approvals.decision_kinds import DecisionKind
 from approvals.model import (
-    DecisionKind,
     DecisionRecord,
     JobStatus,
     PendingCall,

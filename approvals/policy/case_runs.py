@@ -11,7 +11,8 @@ from agent_hooks import AgentContext, AgentContextBuilder, Decision, Interceptio
 from agent_hooks.path import PathError
 from agent_hooks.path import apply as apply_transform
 
-from approvals.model import DEFAULT_DECISIONS, OnExpiry
+from approvals.decision_kinds import DEFAULT_DECISIONS
+from approvals.model import OnExpiry
 from approvals.policy.cases import ABSENT, Case, CaseResult, CasesFile, Expectation, redacted
 from approvals.policy.evaluation import Escalation, Policy, approvals_extension, escalation_of
 from approvals.policy.source import format_duration

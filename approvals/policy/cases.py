@@ -16,7 +16,8 @@ from typing import Any
 from agent_hooks import InterceptionPoint
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from approvals.model import DECISION_TYPES, OnExpiry
+from approvals.decision_kinds import DECISION_TYPES
+from approvals.model import OnExpiry
 from approvals.policy.evaluation import (
     TOOL_METADATA,
 )

@@ -6,7 +6,8 @@ from __future__ import annotations
 from agent_hooks import InterceptionPoint
 from yaml.nodes import SequenceNode
 
-from approvals.model import DECISION_TYPES, EscalationStep, OnExpiry
+from approvals.decision_kinds import DECISION_TYPES
+from approvals.model import EscalationStep, OnExpiry
 from approvals.policy.scalars import read_enum
 from approvals.policy.source import Fields, Reader
 from approvals.redaction import overlap, policy_path

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import cel
 from agent_hooks import Decision, InterceptionPoint, Transform, Verdict, Warning
 
-from approvals.model import DECISION_TYPES, EscalationStep, OnExpiry
+from approvals.decision_kinds import DECISION_TYPES
+from approvals.model import EscalationStep, OnExpiry
 from approvals.policy.rules import TOOL_POINTS, Action, DefaultAction, Rule, SetArgument
 
 #: The variables a condition may use; see docs/policies.md.
