@@ -2,6 +2,7 @@
 #   make test   lint + type-check + import contracts + pytest + make compat
 #               (APPROVALS_TEST_DATABASE_URL=postgresql://... to use an existing server,
 #                unset to use the embedded one)
+#   make test-deep  the property tests (Hypothesis) on ten times the examples make test runs
 #   make demo   run the demo;  make bench   run the benchmarks;  make soak   kill processes, count
 #   make compat the peers' own suites (HumanInTheLoopMiddleware's, ToolNode's) on our classes
 #   make fmt    auto-format
@@ -15,7 +16,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-$(firstword $(shell cksum pyproject.toml))
 
 .DEFAULT_GOAL := test
-.PHONY: venv install test lint fmt demo bench soak browser schema compat
+.PHONY: venv install test test-deep lint fmt demo bench soak browser schema compat
 
 venv: $(BIN)/python
 
@@ -73,6 +74,13 @@ test: lint browser
 	$(BIN)/python -m compileall -q approvals graphs web storage bench >/dev/null
 	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_PLUGINS)
 	$(COMPAT)
+
+# The property tests on Hypothesis' "deep" profile (tests/conftest.py): 1,000 examples each where
+# make test runs 100. The API fuzzing (tests/web/test_schemathesis.py) is left out: its run is
+# fixed and deterministic, so a deeper profile would send it the same requests again.
+test-deep: install
+	HYPOTHESIS_PROFILE=deep PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(BIN)/pytest -n $(PYTEST_WORKERS) \
+		$(PYTEST_PLUGINS) -m hypothesis --ignore=tests/web/test_schemathesis.py --timeout=1800
 
 # langchain's HumanInTheLoopMiddleware tests and langgraph-prebuilt's ToolNode tests, from the
 # sdists of the installed versions (fetched from the package index once, into .cache/compat/ or

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 import pytest_asyncio
 
@@ -22,6 +23,13 @@ from web.engine import Engine, open_engine
 from web.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Hypothesis' example counts. `make test` runs each property test on Hypothesis' own default
+# (100 examples: the emitter's differential test took 40 s of the unit tests at 400);
+# `make test-deep` (HYPOTHESIS_PROFILE=deep) runs them on ten times as many. A property test
+# sets no count of its own, so that both profiles reach it.
+hypothesis.settings.register_profile("deep", max_examples=1000)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="session")

@@ -41,7 +41,7 @@ def both(shown: dict[str, Any], call_id: str = "call-1") -> tuple[str, str]:
     return outcome(shown_digest, shown, call_id), outcome(checked_shown_digest, shown, call_id)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(shown=st.dictionaries(TEXT, JSON, max_size=5))
 def test_the_remembered_digest_is_the_digest(shown: dict[str, Any]) -> None:
     expected, first = both(shown)
@@ -50,7 +50,7 @@ def test_the_remembered_digest_is_the_digest(shown: dict[str, Any]) -> None:
     assert again == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(a=st.dictionaries(TEXT, JSON, max_size=4), b=st.dictionaries(TEXT, JSON, max_size=4))
 def test_two_values_never_share_a_remembered_digest_unless_theirs_agree(
     a: dict[str, Any], b: dict[str, Any]

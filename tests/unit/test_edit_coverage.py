@@ -236,7 +236,7 @@ PRINCIPALS = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(
     decided_block=DECIDED_BLOCKS,
     keep_decided=st.booleans(),

@@ -363,22 +363,28 @@ PATHS = st.sampled_from(
 )
 
 
+# The strategies a composite draws from are built once, here: built inside it, each draw made
+# new strategy objects that Hypothesis validated again, and generating the examples took most of
+# the test's time.
+DECISIONS = st.sampled_from(["allow", "deny", "transform", "escalate"])
+REASONS = st.none() | st.sampled_from(["r1", "r2", "policy_error", "é"])
+MESSAGES = st.none() | st.text(max_size=8)
+WARNINGS = st.lists(
+    st.builds(Warning, reason=st.none() | st.sampled_from(["w1", "w2"]), message=st.none()),
+    max_size=2,
+)
+LABELS = st.lists(st.sampled_from(["pii", "ok", "x"]), max_size=2)
+TRANSFORM_PATHS = PATHS.filter(lambda p: p.startswith("$"))
+APPROVALS = st.dictionaries(st.sampled_from(["rule", "approvers"]), JSON, max_size=2)
+
+
 @st.composite
 def verdicts(draw: st.DrawFn, *, liftable: bool = True) -> Verdict:
-    decision = draw(st.sampled_from(["allow", "deny", "transform", "escalate"]))
-    reason = draw(st.none() | st.sampled_from(["r1", "r2", "policy_error", "é"]))
-    message = draw(st.none() | st.text(max_size=8))
-    warnings = tuple(
-        draw(
-            st.lists(
-                st.builds(
-                    Warning, reason=st.none() | st.sampled_from(["w1", "w2"]), message=st.none()
-                ),
-                max_size=2,
-            )
-        )
-    )
-    labels = tuple(draw(st.lists(st.sampled_from(["pii", "ok", "x"]), max_size=2)))
+    decision = draw(DECISIONS)
+    reason = draw(REASONS)
+    message = draw(MESSAGES)
+    warnings = tuple(draw(WARNINGS))
+    labels = tuple(draw(LABELS))
     if decision == "transform":
         return Verdict(
             decision=Decision.TRANSFORM,
@@ -386,12 +392,10 @@ def verdicts(draw: st.DrawFn, *, liftable: bool = True) -> Verdict:
             message=message,
             warnings=warnings,
             result_labels=labels,
-            transform=Transform(
-                path=draw(PATHS.filter(lambda p: p.startswith("$"))), value=draw(JSON)
-            ),
+            transform=Transform(path=draw(TRANSFORM_PATHS), value=draw(JSON)),
         )
     if decision == "escalate" and liftable:
-        approval = draw(st.dictionaries(st.sampled_from(["rule", "approvers"]), JSON, max_size=2))
+        approval = draw(APPROVALS)
         return Verdict(
             decision=Decision.DENY,
             reason=reason,
@@ -405,8 +409,11 @@ def verdicts(draw: st.DrawFn, *, liftable: bool = True) -> Verdict:
     )
 
 
+VERDICTS = verdicts()
+UNLIFTABLE_VERDICTS = verdicts(liftable=False)
+
 WIRES = st.one_of(
-    st.builds(lambda v: v.to_wire(), verdicts()),
+    st.builds(lambda v: v.to_wire(), VERDICTS),
     st.fixed_dictionaries(
         {"decision": st.sampled_from(["allow", "deny", "transform", "warn", "escalate", 3])},
         optional={
@@ -430,23 +437,27 @@ WIRES = st.one_of(
 GARBAGE = st.sampled_from([None, 42, "allow", ["allow"], {"decision": float("nan")}, object()])
 
 
+STEP_KINDS = st.sampled_from(
+    ["verdict"] * 6 + ["wire"] * 2 + ["garbage", "raise", "timeout", "mutate"]
+)
+AT = (
+    st.none()
+    | st.none()
+    | st.lists(st.sampled_from(POINTS), min_size=1, max_size=4, unique=True).map(tuple)
+)
+
+
 @st.composite
 def steps(draw: st.DrawFn) -> Step:
-    kind = draw(
-        st.sampled_from(["verdict"] * 6 + ["wire"] * 2 + ["garbage", "raise", "timeout", "mutate"])
-    )
+    kind = draw(STEP_KINDS)
     answer: Any = None
     if kind == "verdict":
-        answer = draw(verdicts())
+        answer = draw(VERDICTS)
     elif kind == "wire":
         answer = draw(WIRES)
     elif kind == "garbage":
         answer = draw(GARBAGE)
-    at = draw(
-        st.none()
-        | st.none()
-        | st.lists(st.sampled_from(POINTS), min_size=1, max_size=4, unique=True).map(tuple)
-    )
+    at = draw(AT)
     return Step(
         kind=kind,
         answer=answer,
@@ -469,29 +480,37 @@ COMPOSITIONS = st.sampled_from(
 )
 
 
+RESOLUTION_KINDS = st.sampled_from(
+    ["approve"] * 4 + ["reject"] * 2 + ["unresolved", "mismatch", "raise", "timeout"]
+)
+RESOLVED_VERDICTS = (
+    st.sampled_from([Verdict.allow(), Verdict.deny(reason="no")]) | UNLIFTABLE_VERDICTS
+)
+
+
 @st.composite
 def resolutions(draw: st.DrawFn) -> Resolution:
-    kind = draw(
-        st.sampled_from(
-            ["approve"] * 4 + ["reject"] * 2 + ["unresolved", "mismatch", "raise", "timeout"]
-        )
-    )
+    kind = draw(RESOLUTION_KINDS)
     verdict = None
     if kind in {"approve", "reject", "mismatch"}:
-        verdict = draw(
-            st.sampled_from([Verdict.allow(), Verdict.deny(reason="no")]) | verdicts(liftable=False)
-        )
+        verdict = draw(RESOLVED_VERDICTS)
     return Resolution(kind, verdict, draw(st.booleans()))
+
+
+MODES = st.sampled_from([EnforcementMode.ENFORCE] * 3 + [EnforcementMode.EVALUATE_ONLY])
+IDENTITIES = st.sampled_from(["jcs"] * 4 + ["none", "custom"])
+STEP_LISTS = st.lists(steps(), min_size=0, max_size=5)
+RESOLUTION_LISTS = st.none() | st.lists(resolutions(), max_size=3).map(tuple)
 
 
 @st.composite
 def hosts(draw: st.DrawFn) -> Host:
     return Host(
-        mode=draw(st.sampled_from([EnforcementMode.ENFORCE] * 3 + [EnforcementMode.EVALUATE_ONLY])),
+        mode=draw(MODES),
         composition=draw(COMPOSITIONS),
-        identity=draw(st.sampled_from(["jcs"] * 4 + ["none", "custom"])),
-        steps=tuple(draw(st.lists(steps(), min_size=0, max_size=5))),
-        resolutions=draw(st.none() | st.lists(resolutions(), max_size=3).map(tuple)),
+        identity=draw(IDENTITIES),
+        steps=tuple(draw(STEP_LISTS)),
+        resolutions=draw(RESOLUTION_LISTS),
         redact=draw(st.booleans()),
     )
 
@@ -551,32 +570,39 @@ class Recipe:
         return JsonContext(ctx) if self.json_context else ctx
 
 
+BREAKAGES = st.integers(0, 5)
+ODD_KEYS = st.sampled_from(["odd", "interception_point", "sequence"])
+ODD_VALUES = ODD | st.sampled_from(["nowhere", -1])
+DROPS = st.none() | st.sampled_from(["spec", "session", "target"])
+
+
 @st.composite
 def recipes(draw: st.DrawFn, sequence: int) -> Recipe:
-    broken = draw(st.integers(0, 5)) == 0
+    broken = draw(BREAKAGES) == 0
     return Recipe(
         point=draw(st.sampled_from(POINTS)),
         payload=draw(JSON),
         args=draw(ARGS),
         json_context=draw(st.booleans()),
-        odd_key=draw(st.sampled_from(["odd", "interception_point", "sequence"]))
-        if broken
-        else None,
-        odd=draw(ODD | st.sampled_from(["nowhere", -1])) if broken else None,
-        drop=draw(st.none() | st.sampled_from(["spec", "session", "target"])) if broken else None,
+        odd_key=draw(ODD_KEYS) if broken else None,
+        odd=draw(ODD_VALUES) if broken else None,
+        drop=draw(DROPS) if broken else None,
         sequence=sequence,
     )
 
 
+HOSTS = hosts()
+RECIPES = [recipes(i) for i in range(3)]
+
+
 @st.composite
 def runs(draw: st.DrawFn) -> tuple[Host, list[Recipe]]:
-    host = draw(hosts())
+    host = draw(HOSTS)
     count = draw(st.integers(1, 3))
-    return host, [draw(recipes(i)) for i in range(count)]
+    return host, [draw(RECIPES[i]) for i in range(count)]
 
 
 @settings(
-    max_examples=400,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
