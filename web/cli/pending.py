@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from approvals.decision_kinds import Ruling, spoken
 from approvals.listing import MAX_PAGE, PendingOrder, RequestFilter
 from web.cli.command import (
     EXIT_INVALID,
@@ -102,7 +103,8 @@ def decide_command(
     request_id: str,
     verdict: Annotated[
         str,
-        typer.Argument(help="approve, reject or respond", metavar="approve|reject|respond"),
+        # The verdicts of approvals.decision_kinds (an edit is an approve with --args).
+        typer.Argument(help=spoken(Ruling), metavar="|".join(Ruling)),
     ],
     principal: Annotated[
         str,
