@@ -6,7 +6,7 @@ from __future__ import annotations
 from agent_hooks import InterceptionPoint
 from yaml.nodes import SequenceNode
 
-from approvals.decision_kinds import DECISION_TYPES
+from approvals.decision_kinds import DECISION_TYPES, KIND_RULES
 from approvals.model import EscalationStep, OnExpiry
 from approvals.policy.scalars import read_enum
 from approvals.policy.source import Fields, Reader
@@ -31,8 +31,9 @@ def read_allowed_decisions(
     reader: Reader, fields: Fields, what: str, points: frozenset[InterceptionPoint]
 ) -> tuple[str, ...]:
     """An escalate rule's ``allowed_decisions`` (in ``DECISION_TYPES`` order), or ``()`` for
-    the default. ``respond`` answers a tool call in the tool's place, so it needs a rule that
-    applies at ``pre_tool_call`` only; a decision the engine does not know is refused."""
+    the default. ``respond`` (a kind that takes a message, ``approvals.decision_kinds``)
+    answers a tool call in the tool's place, so it needs a rule that applies at
+    ``pre_tool_call`` only; a decision the engine does not know is refused."""
     if "allowed_decisions" not in fields:
         return ()
     node = fields.value("allowed_decisions")
@@ -47,11 +48,12 @@ def read_allowed_decisions(
                 f"(expected {', '.join(DECISION_TYPES)})",
             )
     names = {value for value, _ in listed}
-    if "respond" in names and points != {InterceptionPoint.PRE_TOOL_CALL}:
+    answers = [kind for kind, rules in KIND_RULES.items() if kind in names and rules.takes_message]
+    if answers and points != {InterceptionPoint.PRE_TOOL_CALL}:
         raise reader.error(
             node,
-            f"{what}: respond answers a tool call in the tool's place, so the rule must apply "
-            "at pre_tool_call only",
+            f"{what}: {answers[0]} answers a tool call in the tool's place, so the rule must "
+            "apply at pre_tool_call only",
         )
     return tuple(d for d in DECISION_TYPES if d in names)
 
