@@ -1,8 +1,8 @@
-"""What the faces show: the requests and runs a principal may see, one listing's page at a
-time, and how many requests wait; a request whose shown copy changed is never shown.
+"""The reads, what the faces show: the requests and runs a principal may see, one listing's
+page at a time, and how many requests wait; a request whose shown copy changed is never shown.
 
-``Engine`` (``web.engine``) has these as methods; the use cases use them too (``decide`` reads
-the request as its decider may see it).
+``Engine`` (``web.engine``) delegates these to ``ReadUseCases``; the other use cases use them
+too (``decide`` reads the request as its decider may see it).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from approvals.listing import (
 )
 from approvals.model import PendingCall, Run, RunStatus
 from approvals.principals import Principal
-from web.engine_wiring import EngineWiring
+from web.engine.adapters import Adapters, EventHubs
 
 log = logging.getLogger("approvals.engine")
 
@@ -42,10 +42,19 @@ def valid_run_id(value: str) -> bool:
         return False
 
 
-class EngineReads(EngineWiring):
+class ReadUseCases:
     """The engine's reads for the faces (this module's docstring)."""
 
-    # -- What the faces show ---------------------------------------------------------------
+    def __init__(self, adapters: Adapters, hubs: EventHubs) -> None:
+        self._rules = adapters.rules
+        self._requests = adapters.requests
+        self._runs = adapters.runs
+        self._hubs = hubs
+        #: pending_counts' recent answers, per visibility: (when, the request events'
+        #: generation then, (total, per group)).
+        self._counts: dict[
+            tuple[bool, tuple[str, ...], bool], tuple[float, int, tuple[int, dict[str, int]]]
+        ] = {}
 
     async def visible_request(self, request_id: str, principal: Principal) -> PendingCall:
         """The request, if ``principal`` may see it. A malformed id is ``InvalidRequestId``;
@@ -53,7 +62,7 @@ class EngineReads(EngineWiring):
         shown copy changed is ``ShownCopyChanged`` (recorded)."""
         canonical = parse_request_id(request_id)
         found = await self.shown_request(canonical, viewer=principal.id)
-        if found is None or not self.rules.may_see(principal, found):
+        if found is None or not self._rules.may_see(principal, found):
             if found is not None:
                 log.warning(
                     "refused to show request %s to %s (not an approver)", found.id, principal.id
@@ -66,9 +75,9 @@ class EngineReads(EngineWiring):
         one of its requests); ``RunNotFound`` in every other case, malformed ids included."""
         if not valid_run_id(run_id):
             raise RunNotFound(run_id)
-        run = await self.runs.get(run_id)
-        if run is None or not self.rules.may_see_run(
-            principal, run, await self.requests.for_run(run_id)
+        run = await self._runs.get(run_id)
+        if run is None or not self._rules.may_see_run(
+            principal, run, await self._requests.for_run(run_id)
         ):
             raise RunNotFound(run_id)
         return run
@@ -83,9 +92,9 @@ class EngineReads(EngineWiring):
                 groups=(),
                 default_member=False,
                 operator=True,
-                default_group=self.rules.default_group,
+                default_group=self._rules.default_group,
             )
-        return Viewer.of(principal, self.rules)
+        return Viewer.of(principal, self._rules)
 
     async def pending_page(
         self,
@@ -105,7 +114,7 @@ class EngineReads(EngineWiring):
         viewer = self.viewer(principal)
         bound = listing_key(f"pending:{scope}:{order}", filters, viewer)
         asof, after = _start(cursor, bound, filters, limit)
-        rows = await self.requests.pending_page(
+        rows = await self._requests.pending_page(
             viewer,
             scope=scope,
             order=order,
@@ -123,7 +132,7 @@ class EngineReads(EngineWiring):
         shown = await self.shown_requests(rows[:limit], viewer=viewer.principal or "cli")
         return Page(
             items=[
-                (r, principal is not None and self.rules.may_decide(principal, r)) for r in shown
+                (r, principal is not None and self._rules.may_decide(principal, r)) for r in shown
             ],
             next_cursor=next_cursor,
         )
@@ -141,7 +150,7 @@ class EngineReads(EngineWiring):
         viewer = self.viewer(principal)
         bound = listing_key("history", filters, viewer)
         asof, after = _start(cursor, bound, filters, limit)
-        rows = await self.requests.decided_page(
+        rows = await self._requests.decided_page(
             viewer, filters=filters, asof=asof, after=after, limit=limit + 1
         )
         next_cursor = None
@@ -168,7 +177,7 @@ class EngineReads(EngineWiring):
             RequestFilter(tool=graph).check()
         bound = listing_key(f"runs:{status}:{graph}", EVERY_REQUEST, viewer)
         asof, after = _start(cursor, bound, EVERY_REQUEST, limit)
-        rows = await self.runs.page(
+        rows = await self._runs.page(
             viewer, status=status, graph=graph, after=after, limit=limit + 1
         )
         next_cursor = None
@@ -189,11 +198,11 @@ class EngineReads(EngineWiring):
         # an inbox reloaded for a new request counts it.
         key = (viewer.operator, viewer.groups if not viewer.operator else (), viewer.default_member)
         now = time.monotonic()
-        heard = self.request_streams.generation if "request_streams" in vars(self) else 0
+        heard = self._hubs.requests_generation
         cached = self._counts.get(key)
         if cached is not None and cached[1] == heard and now - cached[0] < COUNTS_MAX_AGE_SECONDS:
             return cached[2]
-        counted = await self.requests.pending_counts(viewer)
+        counted = await self._requests.pending_counts(viewer)
         if len(self._counts) > 1000:
             self._counts.clear()
         self._counts[key] = (now, heard, counted)
@@ -202,9 +211,9 @@ class EngineReads(EngineWiring):
     async def shown_request(self, request_id: str, *, viewer: str) -> PendingCall | None:
         """The request, as it may be shown to ``viewer``; ``ShownCopyChanged`` (recorded in
         the audit log) when its shown copy is no longer the one recorded."""
-        found = await self.requests.get(request_id)
+        found = await self._requests.get(request_id)
         if found is not None and not found.shown_intact:
-            await self.requests.record_tampered(found, principal=viewer)
+            await self._requests.record_tampered(found, principal=viewer)
             raise ShownCopyChanged(found.id)
         return found
 
@@ -213,7 +222,7 @@ class EngineReads(EngineWiring):
         --all``): every one, those whose shown copy changed included (each marked by
         ``shown_intact``, and recorded by ``shown_requests`` as every listing records them)."""
         _check_limit(limit)
-        found = await self.requests.search(None, limit)
+        found = await self._requests.search(None, limit)
         await self.shown_requests(found, viewer=viewer)
         return found
 
@@ -226,7 +235,7 @@ class EngineReads(EngineWiring):
             if request.shown_intact:
                 intact.append(request)
             else:
-                await self.requests.record_tampered(request, principal=viewer)
+                await self._requests.record_tampered(request, principal=viewer)
         return intact
 
 

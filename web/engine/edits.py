@@ -1,6 +1,6 @@
 """An approver's edited arguments, checked against the run's policy and the tool's
-preconditions before a decision takes them (``Engine.recheck_edit``, given to
-``approvals.decisions.decide``).
+preconditions before a decision takes them (``EditCheck.recheck_edit``, given to
+``approvals.decisions.decide`` by the decide use cases; ``Engine.recheck_edit`` delegates here).
 """
 
 from __future__ import annotations
@@ -13,24 +13,30 @@ from approvals.errors import EditedArgumentsInvalid, EditRefused, GraphNotFound,
 from approvals.identity import call_identity, idempotency_key
 from approvals.model import PendingCall
 from approvals.redaction import redacted_paths, restore
-from web.engine_wiring import EngineWiring
+from storage.runs import PgRuns, PgToolLedger
+from web.engine.agents import AgentSide
 
 
-class EngineEdits(EngineWiring):
+class EditCheck:
     """The engine's check of an approver's edit (this module's docstring)."""
+
+    def __init__(self, runs: PgRuns, ledger: PgToolLedger, agents: AgentSide) -> None:
+        self._runs = runs
+        self._ledger = ledger
+        self._agents = agents
 
     async def recheck_edit(self, request: PendingCall, args: dict[str, Any]) -> dict[str, Any]:
         """The edited ``args`` as the tool parses them, once the run's policy and the tool's
         preconditions accept them; ``EditRefused`` otherwise (the request stays pending)."""
-        # Function-local for the same reason as EngineWiring._graphs: these import LangGraph.
+        # Function-local for the same reason as agents.build_graphs': these import LangGraph.
         from graphs.tool_call.call import first_failure
         from graphs.tool_call.edits import EditOutcome, recheck_edit, successful_counts
         from graphs.tool_call.tools import ToolCall
 
-        run = await self.runs.get(request.run_id)
+        run = await self._runs.get(request.run_id)
         if run is None:
             raise RequestNotFound(request.id)
-        registry = self._graphs.registry
+        registry = self._agents.graphs.registry
         try:
             await registry.load(run.graph)
             tool = {t.name: t for t in registry.tools(run.graph)}.get(request.tool)
@@ -78,7 +84,7 @@ class EngineEdits(EngineWiring):
             tool=tool,
             request=request,
             args=parsed,
-            tool_counts=successful_counts(await self.ledger.for_run(request.run_id)),
+            tool_counts=successful_counts(await self._ledger.for_run(request.run_id)),
         )
         if check.outcome in (EditOutcome.DENIED, EditOutcome.REWRITTEN):
             raise EditRefused(request.id, check.rule, check.message or check.outcome.value)
@@ -93,7 +99,7 @@ class EngineEdits(EngineWiring):
     async def _call_args(self, graph: str, request: PendingCall) -> dict[str, Any] | None:
         """The arguments of ``request``'s call as its run holds them, when they are the ones
         the request's identity binds (``None`` otherwise, or when they cannot be found)."""
-        registry = self._graphs.registry
+        registry = self._agents.graphs.registry
         await registry.load(graph)
         tool = {t.name: t for t in registry.tools(graph)}.get(request.tool)
         snapshot = await registry.get(graph).aget_state(
