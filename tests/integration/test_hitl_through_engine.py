@@ -681,7 +681,7 @@ async def test_per_call_pauses_each_gated_call_and_applies_each_decision_to_its_
 
 
 DEFAULTS_FILLED = (
-    "The engine keeps an edit's arguments as the tool parses them (web/engine_edits.py "
+    "The engine keeps an edit's arguments as the tool parses them (web/engine/edits.py "
     "recheck_edit: tool.validate(...).model_dump(), stored as JSONB) and shows a call's "
     "arguments validated the same way: a default the reviewer (or the model) left out is "
     "filled in ({'cc': None}), where HITL names the arguments as given. By design: the "
