@@ -17,7 +17,7 @@ from langgraph.errors import GraphBubbleUp
 
 from approvals.identity import call_identity
 from approvals.masking import Withheld, mask_shown
-from approvals.model import DecisionKind, ExecutionStatus, RequestStatus
+from approvals.model import DecisionKind, ExecutionStatus, RequestStatus, ToolExecution
 from approvals.ports import NewRequest
 from approvals.redaction import SHOWN_KEY, redact, withheld
 from graphs.hooks.approval import pause
@@ -173,29 +173,47 @@ class LedgerExecution:
                 },
             )
         if not owned:
-            if row.status is ExecutionStatus.STARTED:
-                # Started before and never finished: the process died mid-call. We cannot
-                # know whether the effect happened, so we never run it again.
-                row = await ledger.finish(
-                    run_id=run_id, call_id=call_id, status=ExecutionStatus.OUTCOME_UNKNOWN
-                )
-            if row.status is ExecutionStatus.SUCCEEDED and row.error:
-                return control_error(
-                    call_id,
-                    tool.name,
-                    {"code": "postcondition_failed", "message": row.error, "result": row.result},
-                )
-            if row.status is ExecutionStatus.SUCCEEDED:
-                return ToolMessage(
-                    content=json.dumps(row.result, sort_keys=True),
-                    tool_call_id=call_id,
-                    name=tool.name,
-                )
-            if row.status is ExecutionStatus.FAILED:
-                return control_error(
-                    call_id, tool.name, {"code": "tool_failed", "message": row.error}
-                )
-            return await self._reconcile(tool, args_json, call, where)
+            return await self._answer_from_ledger(tool, row, args_json, call, where)
+        return await self._run(tool, parsed, args_json, call)
+
+    async def _answer_from_ledger(
+        self,
+        tool: GovernedTool,
+        row: ToolExecution,
+        args_json: dict[str, Any],
+        call: ToolCall,
+        where: tuple[str, str | None],
+    ) -> ToolMessage:
+        """The answer for a call the ledger already holds (``row``), which never runs again."""
+        run_id, call_id = call.run_id, call.call_id
+        if row.status is ExecutionStatus.STARTED:
+            # Started before and never finished: the process died mid-call. We cannot
+            # know whether the effect happened, so we never run it again.
+            row = await self._deps.ledger.finish(
+                run_id=run_id, call_id=call_id, status=ExecutionStatus.OUTCOME_UNKNOWN
+            )
+        if row.status is ExecutionStatus.SUCCEEDED and row.error:
+            return control_error(
+                call_id,
+                tool.name,
+                {"code": "postcondition_failed", "message": row.error, "result": row.result},
+            )
+        if row.status is ExecutionStatus.SUCCEEDED:
+            return ToolMessage(
+                content=json.dumps(row.result, sort_keys=True),
+                tool_call_id=call_id,
+                name=tool.name,
+            )
+        if row.status is ExecutionStatus.FAILED:
+            return control_error(call_id, tool.name, {"code": "tool_failed", "message": row.error})
+        return await self._reconcile(tool, args_json, call, where)
+
+    async def _run(
+        self, tool: GovernedTool, parsed: Any, args_json: dict[str, Any], call: ToolCall
+    ) -> ToolMessage:
+        """Run the tool, the ledger's row for the call being ours, and record what it did."""
+        ledger = self._deps.ledger
+        run_id, call_id = call.run_id, call.call_id
         try:
             result = await tool.fn(parsed, call)
             update: tuple[str, bytes] | None = None

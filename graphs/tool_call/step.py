@@ -95,6 +95,35 @@ def _validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
     return [{"path": "/".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
 
 
+async def _rechecked(
+    tool: GovernedTool, call: ToolCall, final_args: Any, edit: BaseModel | None
+) -> tuple[BaseModel, dict[str, Any]] | ToolMessage:
+    """The arguments a policy's transform (or an approver's edit, already validated) left,
+    validated again against the real schema, and the tool's preconditions checked against the
+    new values; or the control error that ends the call.
+
+    An edit that went through unchanged keeps its one validation: a validator that rewrites a
+    value must not rewrite it twice."""
+    try:
+        if not isinstance(final_args, dict):
+            raise TypeError(f"arguments must be an object, not {type(final_args).__name__}")
+        if edit is not None and edit.model_dump(mode="json") == final_args:
+            parsed = edit
+        else:
+            parsed = tool.validate(final_args)
+    except (ValidationError, TypeError) as exc:
+        # The model's arguments were fine; the policy broke them. That is an
+        # enforcement failure: it stops the run instead of misleading the model.
+        raise TransformNotApplicable("pre_tool_call", tool.name, exc) from exc
+    args = parsed.model_dump(mode="json")
+    failed = await first_failure(tool.preconditions, args, call)
+    if failed is not None:
+        return control_error(
+            call.call_id, tool.name, {"code": "precondition_failed", **failed.to_json()}
+        )
+    return parsed, args
+
+
 class ToolStep(LedgerExecution):
     """Runs one tool call of one run under governance."""
 
@@ -122,6 +151,59 @@ class ToolStep(LedgerExecution):
         decided: list[DecisionRecord] | None = None,
     ) -> ToolMessage:
         """``decided``, when given, receives the human decision the call took, if one did."""
+        admitted = await self._admit(call, run_id=run_id, principal=principal)
+        if isinstance(admitted, ToolMessage):
+            return admitted
+        tool, parsed, args, tool_call, identity = admitted
+        call_id, name = tool_call.call_id, tool.name
+        shown = self._shown(tool, tool_call, args, identity, thread_id, state_version)
+        slot = DeferredSlot(lambda: self._deps.slot(shown()))
+        extensions = tool_extensions(tool, dict(tool_counts or {}))
+        ctx = session.context(
+            "pre_tool_call", extensions=extensions, call_id=call_id, name=name, args=args
+        )
+        try:
+            outcome = await session.emit(ctx, slot)
+        except InterceptionBlocked as blocked:
+            _note(decided, slot)
+            return _denied(call_id, name, blocked, getattr(slot, "decision", None))
+        _note(decided, slot)
+        settled = await self._settle_edits(
+            session, tool, tool_call, shown, extensions, slot, outcome
+        )
+        if isinstance(settled, ToolMessage):
+            return settled
+        final_args, approved, edit = settled
+        if final_args != args:
+            rechecked = await _rechecked(tool, tool_call, final_args, edit)
+            if isinstance(rechecked, ToolMessage):
+                return rechecked
+            parsed, args = rechecked
+            identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
+        if approved is not None and approved != call_identity(
+            run_id=run_id, call_id=call_id, tool=name, args=final_args
+        ):
+            # What runs must be what a human approved. Nothing the engine does gets here; a
+            # policy or store that changed the call between approval and execution does.
+            return control_error(
+                call_id,
+                name,
+                {
+                    "code": "approval_mismatch",
+                    "message": "the arguments about to run are not the ones approved; "
+                    "the call was not run",
+                },
+            )
+        message = await self.execute_once(
+            tool, parsed, args, identity, tool_call, (thread_id, state_version)
+        )
+        return await self._after(session, message, tool, call_id, args)
+
+    async def _admit(
+        self, call: Mapping[str, Any], *, run_id: str, principal: str
+    ) -> tuple[GovernedTool, BaseModel, dict[str, Any], ToolCall, str] | ToolMessage:
+        """The call's tool, its arguments as validated (and as JSON), the call and its content
+        identity; or the control error that refuses it before anyone is asked."""
         call_id = str(call["id"])
         name = str(call["name"])
         tool = self._tools.get(name)
@@ -157,83 +239,36 @@ class ToolStep(LedgerExecution):
             # asked about them and no decision bound to them. (With the default identity
             # provider the emitter already denied them at post_model_call.)
             return control_error(call_id, name, {"code": "context_invalid", "message": str(exc)})
-        shown_args, shown_identity = args, identity
+        return tool, parsed, args, tool_call, identity
+
+    def _shown(
+        self,
+        tool: GovernedTool,
+        call: ToolCall,
+        args: dict[str, Any],
+        identity: str,
+        thread_id: str,
+        state_version: str | None,
+    ) -> Callable[[], NewRequest]:
+        """What the approver will be shown, bound by its identity; made and recorded
+        (idempotently) only if a policy escalates the call."""
 
         def shown() -> NewRequest:
-            """What the approver will be shown, bound by its identity; made and recorded
-            (idempotently) only if a policy escalates the call."""
             return NewRequest(
-                run_id=run_id,
+                run_id=call.run_id,
                 thread_id=thread_id,
-                call_id=call_id,
-                tool=name,
-                shown={"tool": name, "description": tool.description, "args": shown_args},
+                call_id=call.call_id,
+                tool=tool.name,
+                shown={"tool": tool.name, "description": tool.description, "args": args},
                 args_schema=tool.args_schema(),
-                identity=shown_identity,
+                identity=identity,
                 reason=None,
-                requested_by=principal,
+                requested_by=call.principal,
                 expires_at=datetime.now(UTC) + self._deps.request_ttl,
                 state_version=state_version,
             )
 
-        slot = DeferredSlot(lambda: self._deps.slot(shown()))
-        extensions = tool_extensions(tool, dict(tool_counts or {}))
-        ctx = session.context(
-            "pre_tool_call", extensions=extensions, call_id=call_id, name=name, args=args
-        )
-        try:
-            outcome = await session.emit(ctx, slot)
-        except InterceptionBlocked as blocked:
-            _note(decided, slot)
-            return _denied(call_id, name, blocked, getattr(slot, "decision", None))
-        _note(decided, slot)
-        settled = await self._settle_edits(
-            session, tool, tool_call, shown, extensions, slot, outcome
-        )
-        if isinstance(settled, ToolMessage):
-            return settled
-        final_args, approved, edit = settled
-        if final_args != args:
-            # A policy's transform (or an approver's edit, already validated): validate again
-            # against the real schema, and the tool's preconditions against the new values.
-            # An edit that went through unchanged keeps its one validation: a validator that
-            # rewrites a value must not rewrite it twice.
-            try:
-                if not isinstance(final_args, dict):
-                    raise TypeError(f"arguments must be an object, not {type(final_args).__name__}")
-                if edit is not None and edit.model_dump(mode="json") == final_args:
-                    parsed = edit
-                else:
-                    parsed = tool.validate(final_args)
-            except (ValidationError, TypeError) as exc:
-                # The model's arguments were fine; the policy broke them. That is an
-                # enforcement failure: it stops the run instead of misleading the model.
-                raise TransformNotApplicable("pre_tool_call", name, exc) from exc
-            args = parsed.model_dump(mode="json")
-            failed = await first_failure(tool.preconditions, args, tool_call)
-            if failed is not None:
-                return control_error(
-                    call_id, name, {"code": "precondition_failed", **failed.to_json()}
-                )
-            identity = call_identity(run_id=run_id, call_id=call_id, tool=name, args=args)
-        if approved is not None and approved != call_identity(
-            run_id=run_id, call_id=call_id, tool=name, args=final_args
-        ):
-            # What runs must be what a human approved. Nothing the engine does gets here; a
-            # policy or store that changed the call between approval and execution does.
-            return control_error(
-                call_id,
-                name,
-                {
-                    "code": "approval_mismatch",
-                    "message": "the arguments about to run are not the ones approved; "
-                    "the call was not run",
-                },
-            )
-        message = await self.execute_once(
-            tool, parsed, args, identity, tool_call, (thread_id, state_version)
-        )
-        return await self._after(session, message, tool, call_id, args)
+        return shown
 
     async def _settle_edits(
         self,
