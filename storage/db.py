@@ -229,6 +229,21 @@ async def check_connection(url: str, connect_seconds: int = 10) -> None:
         await conn.close()
 
 
+@asynccontextmanager
+async def open_database(url: str, *, max_size: int = 20) -> AsyncIterator[Database]:
+    """The database at ``url`` on a pool of its own (``open_pool``), open for the block: what
+    the engine and ``LocalApprovals`` run on. Raises ``DatabaseUnavailable`` at once when the
+    server cannot be reached (``check_connection``)."""
+    await check_connection(url)
+    pool = open_pool(url, max_size=max_size)
+    with translated_errors():
+        await pool.open(wait=True, timeout=15)
+    try:
+        yield Database(pool)
+    finally:
+        await pool.close()
+
+
 class Database:
     """Runs named statements on the pool."""
 

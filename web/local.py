@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from graphs.langchain.in_process import APP_PRINCIPAL, LocalApprovals
-from storage.db import Database, check_connection, open_pool, translated_errors
+from storage.db import open_database
 from storage.local_runs import PgLocalRuns
 from storage.requests import PgApprovalRequests, PgDecisions
 from storage.runs import PgToolLedger
@@ -21,12 +21,7 @@ async def local_approvals(
     url: str, *, principal: str = APP_PRINCIPAL, pool_size: int = 10
 ) -> AsyncIterator[LocalApprovals]:
     """``LocalApprovals`` on the (already upgraded) database at ``url``, for the block."""
-    await check_connection(url)
-    pool = open_pool(url, max_size=pool_size)
-    with translated_errors():
-        await pool.open(wait=True, timeout=15)
-    try:
-        db = Database(pool)
+    async with open_database(url, max_size=pool_size) as db:
         yield LocalApprovals(
             requests=PgApprovalRequests(db),
             decisions=PgDecisions(db),
@@ -35,5 +30,3 @@ async def local_approvals(
             runs=PgLocalRuns(db).ensure,
             loop=asyncio.get_running_loop(),
         )
-    finally:
-        await pool.close()

@@ -9,7 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from storage.db import Database, check_connection, open_pool, translated_errors
+from storage.db import open_database
 from web.engine.adapters import build_adapters
 from web.engine.engine import Engine
 from web.settings import Settings
@@ -33,18 +33,12 @@ async def open_engine(url: str, settings: Settings | None = None) -> AsyncIterat
 
     Raises ``DatabaseUnavailable`` at once when the server cannot be reached."""
     settings = settings or Settings(database_url=url)
-    await check_connection(url)
-    pool = open_pool(url, max_size=settings.pool_max_size)
-    with translated_errors():
-        await pool.open(wait=True, timeout=15)
-    engine: Engine | None = None
-    try:
-        engine = Engine(build_adapters(url, settings, Database(pool)))
-        yield engine
-    finally:
-        if engine is not None:
+    async with open_database(url, max_size=settings.pool_max_size) as db:
+        engine = Engine(build_adapters(url, settings, db))
+        try:
+            yield engine
+        finally:
             await engine.close()
-        await pool.close()
 
 
 def freeze_heap(engine: Engine) -> None:
