@@ -1,4 +1,4 @@
-"""``GET /api/v1/pending`` serializes its page without a model per row (web.api_models
+"""``GET /api/v1/pending`` serializes its page without a model per row (web.faces.api_models
 .pending_page_json); the bytes must be those ``list[PendingCallView]`` gives, for every kind of
 value a request holds."""
 

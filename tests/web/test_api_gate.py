@@ -1,4 +1,4 @@
-"""The API gate (web.api.admitted_bearer): at most half the pool's worth of short API calls use
+"""The API gate (web.deps.admitted_bearer): at most half the pool's worth of short API calls use
 the database at once, and the surplus waits before touching anything. A run start is not
 behind it: under the HTTP load bench, a start whose step waited behind 100 approvers' calls for
 its decision read timed out and the run failed."""
@@ -16,8 +16,8 @@ from fastapi import FastAPI
 
 from tests.integration.helpers import person_token, run_status, thread_lock, until
 from web.app import create_app
+from web.deps import gate_size
 from web.engine import Engine
-from web.faces.api import gate_size
 from web.settings import Settings
 
 

@@ -115,7 +115,7 @@ def runs_start(
     payload = parse_json("--input", input)
 
     async def observe(node: str, data: dict[str, Any]) -> None:
-        # The same events as GET /api/v1/runs/{id}/events sends (web.run_stream).
+        # The same events as GET /api/v1/runs/{id}/events sends (web.faces.run_stream).
         event = {"kind": "update", "node": node, **data}
         if as_json:
             typer.echo(json.dumps(event, sort_keys=True, separators=(",", ":")))

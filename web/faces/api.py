@@ -9,13 +9,11 @@ never answers 500.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator
 from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from approvals.errors import (
@@ -26,6 +24,7 @@ from approvals.errors import (
 )
 from approvals.model import PendingCall, Run, Vote
 from approvals.principals import Principal
+from web.deps import Admitted, Caller, EngineDep
 from web.engine import Engine
 from web.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from web.faces.api_models import (
@@ -51,7 +50,6 @@ from web.faces.json_bodies import UniqueKeysRoute
 from web.faces.request_stream import open_stream as open_request_stream
 from web.faces.run_stream import parse_after
 from web.faces.run_stream import run_events as stream_run_events
-from web.settings import Settings
 
 log = logging.getLogger("approvals.web")
 
@@ -62,285 +60,246 @@ def next_link(request: Request, cursor: str) -> str:
     return f'<{request.url.path}?{urlencode([*query, ("cursor", cursor)])}>; rel="next"'
 
 
-def engine_of(request: Request) -> Engine:
-    engine: Engine = request.app.state.engine
-    return engine
-
-
-async def bearer(request: Request) -> Principal:
-    """The principal of the request's bearer token; 401 otherwise. Cookies do not count here."""
-    header = request.headers.get("authorization", "")
-    scheme, _, secret = header.partition(" ")
-    if scheme.lower() != "bearer" or not secret.strip():
-        raise ApiError(401, "unauthenticated", "a bearer token is required")
-    principal = await engine_of(request).accounts.verify_token(secret.strip())
-    if principal is None:
-        raise ApiError(
-            401,
-            "unauthenticated",
-            "the bearer token is not valid (or was revoked, or its owner's account is disabled)",
-        )
-    return principal
-
-
-Caller = Annotated[Principal, Depends(bearer)]
-
-
-def gate_size(settings: Settings) -> int:
-    """How many of this process's short API calls (``Admitted``) use the database at once:
-    half the pool. The rest of the pool stays free for what must not wait behind them: a run
-    starting (its thread's lock, then its step's reads, whose answer the step waits for at
-    most the interceptor timeout, 5 s), the in-process worker, the pages."""
-    return max(1, settings.pool_max_size // 2)
-
-
-async def admitted_bearer(request: Request) -> AsyncIterator[Principal]:
-    """``bearer``, inside this process's API gate (``gate_size``), held until the handler
-    returns. Without it, 100 approvers on one server queued for its 10 pooled connections, the
-    pool's queue was 8-9 s deep, and a run started meanwhile waited in the same queue for the
-    read of its pre_tool_call decision, past the 5 s it is given: the run failed. Here the
-    surplus waits in the gate, before touching anything, and the pool's queue stays short."""
-    gate: asyncio.Semaphore = request.app.state.api_gate
-    async with gate:
-        yield await bearer(request)
-
-
-#: The principal of a short API call: the bearer token's, within the API gate. Streams, run
-#: starts, cancels and retries take ``Caller``: a stream lives for minutes, a start runs its
-#: agent's step, and a cancel or retry waits for a step in progress to settle (those three have
-#: the engine's own bound, ``Engine._lock_holders``); each would hold the gate throughout.
-Admitted = Annotated[Principal, Depends(admitted_bearer)]
-
-
-async def visible_request(request: Request, request_id: str, principal: Principal) -> PendingCall:
+async def visible_request(engine: Engine, request_id: str, principal: Principal) -> PendingCall:
     """The request, if ``principal`` may see it; 404 in every other case."""
     try:
-        return await engine_of(request).visible_request(request_id, principal)
+        return await engine.visible_request(request_id, principal)
     except (InvalidRequestId, RequestNotFound) as exc:
         # Hidden, unknown and malformed ids get the same answer.
         raise ApiError(404, "not_found", "no such request") from exc
 
 
-def router() -> APIRouter:
-    api = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, route_class=UniqueKeysRoute)
-
-    @api.get(
-        "/pending",
-        response_model=list[PendingCallView],
-        summary="Pending calls you may see, one page at a time",
-    )
-    async def list_pending(
-        request: Request,
-        principal: Admitted,
-        listing: Annotated[PendingListing, Query()],
-    ) -> Response:
-        """Soonest deadline first (``order=newest``: newest first). ``scope=decide`` keeps
-        those you may decide, ``scope=others`` those you may only see. When there is more, the
-        ``Link`` header holds the next page's URL (``rel="next"``, RFC 8288): the same query
-        with a ``cursor``. A cursor from another query is refused with 422."""
-        page = await engine_of(request).pending_page(
-            principal,
-            scope=listing.scope,
-            order=listing.order,
-            filters=listing.filters(),
-            cursor=listing.cursor,
-            limit=listing.limit,
-        )
-        # Serialized here, not by FastAPI from one model per row (see pending_page_json); the
-        # response_model above still documents it.
-        response = Response(pending_page_json(page.items), media_type="application/json")
-        if page.next_cursor is not None:
-            response.headers["Link"] = next_link(request, page.next_cursor)
-        return response
-
-    @api.get(
-        "/pending/counts",
-        response_model=PendingCounts,
-        summary="How many pending calls you may see, per approver group",
-    )
-    async def pending_counts(request: Request, principal: Admitted) -> PendingCounts:
-        total, groups = await engine_of(request).pending_counts(principal)
-        return PendingCounts(total=total, groups=groups)
-
-    @api.get(
-        "/pending/events",
-        summary="Changes of the requests you may see, as they happen (server-sent events)",
-        response_class=StreamingResponse,
-        responses={
-            200: {"content": {"text/event-stream": {}}},
-            429: {"model": ErrorBody, "description": "You already hold 16 streams here"},
-        },
-    )
-    async def pending_events(request: Request, principal: Caller) -> StreamingResponse:
-        """``request`` (``{id, run_id, tool, kind, status}``: a request you may see, or of a
-        run you started, was opened, decided, expired, escalated, superseded or cancelled),
-        ``resync`` (changes may have been missed: list again) and ``signed-out`` (the token
-        was revoked or its groups changed; checked every 15 s). Pushed from one LISTEN
-        connection per server process: following it costs the database nothing."""
-        engine = engine_of(request)
-        secret = request.headers["authorization"].partition(" ")[2].strip()
-
-        async def still_signed_in() -> bool:
-            return await engine.accounts.verify_token(secret) == principal
-
-        return await open_request_stream(engine, principal, still_signed_in)
-
-    @api.get("/pending/{request_id}", response_model=PendingCallView, summary="One pending call")
-    async def get_pending(
-        request: Request, request_id: str, principal: Admitted
-    ) -> PendingCallView:
-        found = await visible_request(request, request_id, principal)
-        return pending_call(found, engine_of(request).rules.may_decide(principal, found))
-
-    @api.post(
-        "/pending/{request_id}/decision",
-        response_model=DecisionOut,
-        summary="Approve, reject, approve edited arguments, or respond in the tool's place",
-        responses={
-            202: {
-                "model": VoteOut,
-                "description": "Approval counted; the request waits for more approvers",
-            }
-        },
-    )
-    async def decide(
-        request: Request, request_id: str, body: DecisionIn, principal: Admitted
-    ) -> Response:
-        try:
-            decision = await engine_of(request).decide(
-                request_id,
-                body.decision,
-                principal=principal,
-                reason=body.reason,
-                args=body.args,
-                message=body.message,
-            )
-        except (InvalidRequestId, RequestNotFound) as exc:
-            # Hidden, unknown and malformed ids get the same answer.
-            raise ApiError(404, "not_found", "no such request") from exc
-        if isinstance(decision, Vote):
-            vote = VoteOut.model_validate(decision.to_json())
-            return JSONResponse(vote.model_dump(mode="json"), status_code=202)
-        out = DecisionOut.model_validate(decision.to_json())
-        return JSONResponse(out.model_dump(mode="json"))
-
-    @api.post("/runs", response_model=RunOut, summary="Start a run as yourself")
-    async def start_run(request: Request, body: RunIn, principal: Caller) -> RunOut:
-        outcome = await engine_of(request).start_run(
-            body.graph, body.input, principal=principal, thread_id=body.thread_id
-        )
-        return RunOut.model_validate(outcome.to_json())
-
-    @api.get(
-        "/runs", response_model=list[RunSummary], summary="Runs you may see, one page at a time"
-    )
-    async def list_runs(
-        request: Request,
-        response: Response,
-        principal: Admitted,
-        listing: Annotated[RunListing, Query()],
-    ) -> list[RunSummary]:
-        """The runs you started, those with a request you may see, or every run for an
-        operator; newest first. More pages: the ``Link`` header (``rel="next"``), as for
-        ``GET /pending``."""
-        page = await engine_of(request).runs_page(
-            principal,
-            status=listing.status,
-            graph=listing.graph,
-            cursor=listing.cursor,
-            limit=listing.limit,
-        )
-        if page.next_cursor is not None:
-            response.headers["Link"] = next_link(request, page.next_cursor)
-        return [RunSummary.of(run) for run in page.items]
-
-    @api.get("/runs/{run_id}", response_model=RunReport, summary="A run you may see")
-    async def get_run(request: Request, run_id: str, principal: Admitted) -> RunReport:
-        try:
-            report = await engine_of(request).report(run_id, viewer=principal)
-        except (InvalidRunId, RunNotFound) as exc:
-            raise ApiError(404, "not_found", "no such run") from exc
-        return RunReport.model_validate(report)
-
-    @api.get(
-        "/runs/{run_id}/events",
-        summary="A run's events as they happen (server-sent events)",
-        response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}}},
-    )
-    async def run_events(
-        request: Request, run_id: str, principal: Caller, after: str | None = None
-    ) -> StreamingResponse:
-        """``status`` (the run's status whenever it changes), ``resuming`` (a decision queued
-        its resume) and ``update`` (a node finished: its name, the text of the agent's own
-        messages and the names of the tools they call; never arguments or tool results). Each
-        carries its id: reconnect with ``Last-Event-ID`` (or ``?after=``) for what was missed.
-        The stream closes when the run waits for a human or ends."""
-        run = await visible_run(request, run_id, principal)
-        after_id = parse_after(request.headers.get("last-event-id", after))
-        if after_id is None:
-            raise ApiError(422, "invalid_input", "Last-Event-ID must be an event id")
-        engine = engine_of(request)
-        # Subscribed before the response starts (and before the first read): a database that
-        # is gone answers 503, not a stream cut short.
-        sub = await engine.streams.subscribe(run.id)
-
-        async def status() -> str | None:
-            now = await engine.runs.get(run.id)
-            return now.status.value if now is not None else None
-
-        return StreamingResponse(
-            stream_run_events(
-                engine.run_events,
-                sub,
-                run,
-                after_id,
-                status,
-                content=engine.rules.may_read_run(principal, run),
-            ),
-            media_type="text/event-stream",
-            # Proxies must pass each event on as it comes.
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-        )
-
-    @api.post(
-        "/runs/{run_id}/cancel",
-        response_model=CancelOut,
-        summary="Cancel a running or waiting run (its starter, or an operator)",
-    )
-    async def cancel_run(
-        request: Request, run_id: str, principal: Caller, body: CancelIn | None = None
-    ) -> CancelOut:
-        try:
-            cancelled = await engine_of(request).cancel_run(
-                run_id, by=principal, reason=body.reason if body else None
-            )
-        except (InvalidRunId, RunNotFound) as exc:
-            raise ApiError(404, "not_found", "no such run") from exc
-        return CancelOut.model_validate(cancelled.to_json())
-
-    @api.post(
-        "/runs/{run_id}/retry",
-        response_model=RetryOut,
-        summary="Queue again the failed resumes of a waiting run (an operator)",
-    )
-    async def retry_run(
-        request: Request, run_id: str, principal: Caller, body: RetryIn | None = None
-    ) -> RetryOut:
-        try:
-            retried = await engine_of(request).retry_run(
-                run_id, by=principal, reason=body.reason if body else None
-            )
-        except (InvalidRunId, RunNotFound) as exc:
-            raise ApiError(404, "not_found", "no such run") from exc
-        return RetryOut.model_validate(retried.to_json())
-
-    return api
-
-
-async def visible_run(request: Request, run_id: str, principal: Principal) -> Run:
+async def visible_run(engine: Engine, run_id: str, principal: Principal) -> Run:
     """The run, if ``principal`` may see it; 404 in every other case (malformed ids too)."""
     try:
-        return await engine_of(request).visible_run(run_id, principal)
+        return await engine.visible_run(run_id, principal)
     except RunNotFound as exc:
         raise ApiError(404, "not_found", "no such run") from exc
+
+
+#: The JSON API: every route under ``/api/v1``, documented with the errors it may answer.
+router = APIRouter(prefix="/api/v1", responses=ERROR_RESPONSES, route_class=UniqueKeysRoute)
+
+
+@router.get(
+    "/pending",
+    response_model=list[PendingCallView],
+    summary="Pending calls you may see, one page at a time",
+)
+async def list_pending(
+    request: Request,
+    principal: Admitted,
+    listing: Annotated[PendingListing, Query()],
+    engine: EngineDep,
+) -> Response:
+    """Soonest deadline first (``order=newest``: newest first). ``scope=decide`` keeps
+    those you may decide, ``scope=others`` those you may only see. When there is more, the
+    ``Link`` header holds the next page's URL (``rel="next"``, RFC 8288): the same query
+    with a ``cursor``. A cursor from another query is refused with 422."""
+    page = await engine.pending_page(
+        principal,
+        scope=listing.scope,
+        order=listing.order,
+        filters=listing.filters(),
+        cursor=listing.cursor,
+        limit=listing.limit,
+    )
+    # Serialized here, not by FastAPI from one model per row (see pending_page_json); the
+    # response_model above still documents it.
+    response = Response(pending_page_json(page.items), media_type="application/json")
+    if page.next_cursor is not None:
+        response.headers["Link"] = next_link(request, page.next_cursor)
+    return response
+
+
+@router.get(
+    "/pending/counts",
+    response_model=PendingCounts,
+    summary="How many pending calls you may see, per approver group",
+)
+async def pending_counts(principal: Admitted, engine: EngineDep) -> PendingCounts:
+    total, groups = await engine.pending_counts(principal)
+    return PendingCounts(total=total, groups=groups)
+
+
+@router.get(
+    "/pending/events",
+    summary="Changes of the requests you may see, as they happen (server-sent events)",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}},
+        429: {"model": ErrorBody, "description": "You already hold 16 streams here"},
+    },
+)
+async def pending_events(
+    request: Request, principal: Caller, engine: EngineDep
+) -> StreamingResponse:
+    """``request`` (``{id, run_id, tool, kind, status}``: a request you may see, or of a
+    run you started, was opened, decided, expired, escalated, superseded or cancelled),
+    ``resync`` (changes may have been missed: list again) and ``signed-out`` (the token
+    was revoked or its groups changed; checked every 15 s). Pushed from one LISTEN
+    connection per server process: following it costs the database nothing."""
+    secret = request.headers["authorization"].partition(" ")[2].strip()
+
+    async def still_signed_in() -> bool:
+        return await engine.accounts.verify_token(secret) == principal
+
+    return await open_request_stream(engine, principal, still_signed_in)
+
+
+@router.get("/pending/{request_id}", response_model=PendingCallView, summary="One pending call")
+async def get_pending(request_id: str, principal: Admitted, engine: EngineDep) -> PendingCallView:
+    found = await visible_request(engine, request_id, principal)
+    return pending_call(found, engine.rules.may_decide(principal, found))
+
+
+@router.post(
+    "/pending/{request_id}/decision",
+    response_model=DecisionOut,
+    summary="Approve, reject, approve edited arguments, or respond in the tool's place",
+    responses={
+        202: {
+            "model": VoteOut,
+            "description": "Approval counted; the request waits for more approvers",
+        }
+    },
+)
+async def decide(
+    request_id: str, body: DecisionIn, principal: Admitted, engine: EngineDep
+) -> Response:
+    try:
+        decision = await engine.decide(
+            request_id,
+            body.decision,
+            principal=principal,
+            reason=body.reason,
+            args=body.args,
+            message=body.message,
+        )
+    except (InvalidRequestId, RequestNotFound) as exc:
+        # Hidden, unknown and malformed ids get the same answer.
+        raise ApiError(404, "not_found", "no such request") from exc
+    if isinstance(decision, Vote):
+        vote = VoteOut.model_validate(decision.to_json())
+        return JSONResponse(vote.model_dump(mode="json"), status_code=202)
+    out = DecisionOut.model_validate(decision.to_json())
+    return JSONResponse(out.model_dump(mode="json"))
+
+
+@router.post("/runs", response_model=RunOut, summary="Start a run as yourself")
+async def start_run(body: RunIn, principal: Caller, engine: EngineDep) -> RunOut:
+    outcome = await engine.start_run(
+        body.graph, body.input, principal=principal, thread_id=body.thread_id
+    )
+    return RunOut.model_validate(outcome.to_json())
+
+
+@router.get(
+    "/runs", response_model=list[RunSummary], summary="Runs you may see, one page at a time"
+)
+async def list_runs(
+    request: Request,
+    response: Response,
+    principal: Admitted,
+    listing: Annotated[RunListing, Query()],
+    engine: EngineDep,
+) -> list[RunSummary]:
+    """The runs you started, those with a request you may see, or every run for an
+    operator; newest first. More pages: the ``Link`` header (``rel="next"``), as for
+    ``GET /pending``."""
+    page = await engine.runs_page(
+        principal,
+        status=listing.status,
+        graph=listing.graph,
+        cursor=listing.cursor,
+        limit=listing.limit,
+    )
+    if page.next_cursor is not None:
+        response.headers["Link"] = next_link(request, page.next_cursor)
+    return [RunSummary.of(run) for run in page.items]
+
+
+@router.get("/runs/{run_id}", response_model=RunReport, summary="A run you may see")
+async def get_run(run_id: str, principal: Admitted, engine: EngineDep) -> RunReport:
+    try:
+        report = await engine.report(run_id, viewer=principal)
+    except (InvalidRunId, RunNotFound) as exc:
+        raise ApiError(404, "not_found", "no such run") from exc
+    return RunReport.model_validate(report)
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    summary="A run's events as they happen (server-sent events)",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def run_events(
+    request: Request,
+    run_id: str,
+    principal: Caller,
+    engine: EngineDep,
+    after: str | None = None,
+) -> StreamingResponse:
+    """``status`` (the run's status whenever it changes), ``resuming`` (a decision queued
+    its resume) and ``update`` (a node finished: its name, the text of the agent's own
+    messages and the names of the tools they call; never arguments or tool results). Each
+    carries its id: reconnect with ``Last-Event-ID`` (or ``?after=``) for what was missed.
+    The stream closes when the run waits for a human or ends."""
+    run = await visible_run(engine, run_id, principal)
+    after_id = parse_after(request.headers.get("last-event-id", after))
+    if after_id is None:
+        raise ApiError(422, "invalid_input", "Last-Event-ID must be an event id")
+    # Subscribed before the response starts (and before the first read): a database that
+    # is gone answers 503, not a stream cut short.
+    sub = await engine.streams.subscribe(run.id)
+
+    async def status() -> str | None:
+        now = await engine.runs.get(run.id)
+        return now.status.value if now is not None else None
+
+    return StreamingResponse(
+        stream_run_events(
+            engine.run_events,
+            sub,
+            run,
+            after_id,
+            status,
+            content=engine.rules.may_read_run(principal, run),
+        ),
+        media_type="text/event-stream",
+        # Proxies must pass each event on as it comes.
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    response_model=CancelOut,
+    summary="Cancel a running or waiting run (its starter, or an operator)",
+)
+async def cancel_run(
+    run_id: str, principal: Caller, engine: EngineDep, body: CancelIn | None = None
+) -> CancelOut:
+    try:
+        cancelled = await engine.cancel_run(
+            run_id, by=principal, reason=body.reason if body else None
+        )
+    except (InvalidRunId, RunNotFound) as exc:
+        raise ApiError(404, "not_found", "no such run") from exc
+    return CancelOut.model_validate(cancelled.to_json())
+
+
+@router.post(
+    "/runs/{run_id}/retry",
+    response_model=RetryOut,
+    summary="Queue again the failed resumes of a waiting run (an operator)",
+)
+async def retry_run(
+    run_id: str, principal: Caller, engine: EngineDep, body: RetryIn | None = None
+) -> RetryOut:
+    try:
+        retried = await engine.retry_run(run_id, by=principal, reason=body.reason if body else None)
+    except (InvalidRunId, RunNotFound) as exc:
+        raise ApiError(404, "not_found", "no such run") from exc
+    return RetryOut.model_validate(retried.to_json())

@@ -40,25 +40,27 @@ def assets_dir() -> Path:
 _templates = Jinja2Templates(directory=str(Path(__file__).resolve().parents[1] / "templates"))
 
 
-def router(openapi_url: str) -> APIRouter:
-    docs = APIRouter(include_in_schema=False)
+#: The docs page and the two files of Swagger UI it loads.
+router = APIRouter(include_in_schema=False)
 
-    @docs.get(DOCS_PATH)
-    async def api_docs(request: Request) -> HTMLResponse:
-        return _templates.TemplateResponse(
-            request, "api-docs.html", {"openapi_url": openapi_url, "assets": ASSETS_PATH}
-        )
 
-    @docs.get(ASSETS_PATH + "/{name}")
-    async def asset(name: str) -> Response:
-        media_type = ASSETS.get(name)
-        if media_type is None:
-            return Response("not found", status_code=404, media_type="text/plain")
-        # The package's files: the same for everyone, nothing of anyone's in them.
-        return FileResponse(
-            assets_dir() / name,
-            media_type=media_type,
-            headers={"cache-control": "public, max-age=86400"},
-        )
+@router.get(DOCS_PATH)
+async def api_docs(request: Request) -> HTMLResponse:
+    # The app's own OpenAPI URL (``/api/openapi.json``), whatever it is configured to be.
+    openapi_url = request.app.openapi_url
+    return _templates.TemplateResponse(
+        request, "api-docs.html", {"openapi_url": openapi_url, "assets": ASSETS_PATH}
+    )
 
-    return docs
+
+@router.get(ASSETS_PATH + "/{name}")
+async def asset(name: str) -> Response:
+    media_type = ASSETS.get(name)
+    if media_type is None:
+        return Response("not found", status_code=404, media_type="text/plain")
+    # The package's files: the same for everyone, nothing of anyone's in them.
+    return FileResponse(
+        assets_dir() / name,
+        media_type=media_type,
+        headers={"cache-control": "public, max-age=86400"},
+    )

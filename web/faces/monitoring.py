@@ -19,9 +19,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from approvals.errors import DatabaseUnavailable
+from web.deps import EngineDep, settings_of
 from web.engine import Histogram, MetricsSnapshot
 from web.errors import ApiError
-from web.faces.api import engine_of
 from web.settings import Settings
 
 log = logging.getLogger("approvals.web")
@@ -171,45 +171,46 @@ def _check_token(request: Request, settings: Settings) -> None:
         raise ApiError(401, "unauthenticated", "/metrics needs the metrics bearer token")
 
 
-def router() -> APIRouter:
-    endpoints = APIRouter(include_in_schema=False)
+#: Monitoring's endpoints: none needs a session, none is in the OpenAPI document.
+router = APIRouter(include_in_schema=False)
 
-    @endpoints.get("/healthz")
-    async def healthz() -> Response:
-        """Liveness: the process answers. Never touches the database."""
-        return JSONResponse({"status": "ok"})
 
-    @endpoints.get("/readyz")
-    async def readyz(request: Request) -> Response:
-        """Readiness: the database answers and its schema is the one this code needs."""
-        operations = engine_of(request).operations
-        try:
-            schema = await asyncio.wait_for(operations.schema(), READY_TIMEOUT_SECONDS)
-        except TimeoutError:
-            reason = f"the database did not answer within {READY_TIMEOUT_SECONDS:g}s"
-            return _not_ready(reason)
-        except DatabaseUnavailable as exc:
-            return _not_ready(str(exc))
-        except Exception as exc:  # readiness answers, whatever went wrong
-            return _not_ready(f"{type(exc).__name__}: {exc}")
-        if schema.problem is not None:
-            return _not_ready(schema.problem)
-        return JSONResponse(
-            {"status": "ready", "revision": schema.revision, "checkpoints": schema.checkpoints}
-        )
+@router.get("/healthz")
+async def healthz() -> Response:
+    """Liveness: the process answers. Never touches the database."""
+    return JSONResponse({"status": "ok"})
 
-    @endpoints.get("/metrics")
-    async def metrics(request: Request) -> Response:
-        """Prometheus metrics, computed from the database on each scrape."""
-        _check_token(request, request.app.state.settings)
-        try:
-            snapshot = await engine_of(request).operations.metrics()
-        except DatabaseUnavailable as exc:
-            log.warning("metrics scrape failed: %s", exc)
-            return PlainTextResponse(f"{exc}\n", status_code=503)
-        return Response(render(snapshot), media_type=CONTENT_TYPE)
 
-    return endpoints
+@router.get("/readyz")
+async def readyz(engine: EngineDep) -> Response:
+    """Readiness: the database answers and its schema is the one this code needs."""
+    operations = engine.operations
+    try:
+        schema = await asyncio.wait_for(operations.schema(), READY_TIMEOUT_SECONDS)
+    except TimeoutError:
+        reason = f"the database did not answer within {READY_TIMEOUT_SECONDS:g}s"
+        return _not_ready(reason)
+    except DatabaseUnavailable as exc:
+        return _not_ready(str(exc))
+    except Exception as exc:  # readiness answers, whatever went wrong
+        return _not_ready(f"{type(exc).__name__}: {exc}")
+    if schema.problem is not None:
+        return _not_ready(schema.problem)
+    return JSONResponse(
+        {"status": "ready", "revision": schema.revision, "checkpoints": schema.checkpoints}
+    )
+
+
+@router.get("/metrics")
+async def metrics(request: Request, engine: EngineDep) -> Response:
+    """Prometheus metrics, computed from the database on each scrape."""
+    _check_token(request, settings_of(request))
+    try:
+        snapshot = await engine.operations.metrics()
+    except DatabaseUnavailable as exc:
+        log.warning("metrics scrape failed: %s", exc)
+        return PlainTextResponse(f"{exc}\n", status_code=503)
+    return Response(render(snapshot), media_type=CONTENT_TYPE)
 
 
 def _not_ready(reason: str) -> Response:

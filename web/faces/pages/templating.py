@@ -9,8 +9,9 @@ from pathlib import Path
 
 from fastapi.templating import Jinja2Templates
 
-HERE = Path(__file__).resolve().parent
-templates = Jinja2Templates(directory=str(HERE / "templates"))
+#: ``web/templates``, where the pages' templates are.
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
 
 
 def time_left(expires_at: datetime) -> str:
