@@ -24,7 +24,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from approvals.principals import Principal
 from tests.web.oidc_provider import RunningProvider, run_oidc_provider
-from web.oidc import FLOW_COOKIE, OidcLogin, groups_of
+from web.faces.pages.oidc import FLOW_COOKIE, OidcLogin, groups_of
 
 USERS = {
     "alice": {

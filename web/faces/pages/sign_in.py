@@ -1,5 +1,5 @@
 """Signing in and out: the sign-in form (``/login``), sign-out (``/logout``) and, when it is
-configured, sign-in through OpenID Connect (``web.oidc``).
+configured, sign-in through OpenID Connect (``web.faces.pages.oidc``).
 
 Identity comes only from the server-side session that the signed cookie names
 (``web.security``). The sign-in form carries a CSRF token of its own (there is no session yet)
@@ -16,8 +16,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from approvals.principals import Principal
 from web.deps import EngineDep, SignedIn, sessions_of, settings_of
+from web.faces.pages.oidc import CALLBACK_PATH, OidcLogin
 from web.faces.pages.rendering import check_form, render, status_page
-from web.oidc import CALLBACK_PATH, OidcLogin
 from web.security import same_origin
 from web.settings import Settings
 from web.sign_in_throttle import SignInThrottle
