@@ -94,26 +94,10 @@ class ModelSeam(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         history: list[BaseMessage] = list(request.messages)
         turn = sum(1 for m in history if isinstance(m, AIMessage))
-        wire = [to_wire(m) for m in history]
-        here = point_slot(run, "pre_model_call", turn, {"messages": wire[-1:]})
-        ctx = session.context("pre_model_call", model_id=model_id, messages=wire)
-        try:
-            await session.emit(ctx, here)
-        except InterceptionBlocked as blocked:
-            return _stopped(session, blocked_reason(blocked))
-        if ctx["messages"] != wire:
-            request = request.override(messages=cast(list[AnyMessage], from_wire(ctx["messages"])))
-        # Buffered, as build_agent's model node: the model's answer is not streamed (LangGraph's
-        # "messages" mode) as it is generated, only with the model node's update, once
-        # post_model_call and output allowed it (a denied answer reaches no one).
-        parent = var_child_runnable_config.get() or {}
-        token = var_child_runnable_config.set(
-            {**parent, "tags": [*(parent.get("tags") or []), TAG_NOSTREAM]}
-        )
-        try:
-            answered = await handler(request)
-        finally:
-            var_child_runnable_config.reset(token)
+        asked = await _pre_model_call(session, run, request, history, model_id, turn)
+        if isinstance(asked, ExtendedModelResponse):
+            return asked
+        answered = await _unstreamed(handler, asked)
         response = (
             answered.model_response if isinstance(answered, ExtendedModelResponse) else answered
         )
@@ -123,30 +107,9 @@ class ModelSeam(AgentMiddleware[AgentState[Any], Any, Any]):
             raise TypeError(
                 f"the model answered {len(replies)} messages; ApprovalMiddleware governs one"
             )
-        reply = replies[0]
-        calls = [
-            {"id": tc["id"], "name": tc["name"], "args": tc["args"]} for tc in reply.tool_calls
-        ]
-        shown = {"content": reply.content, "tool_calls": calls}
-        here = point_slot(run, "post_model_call", turn, shown)
-        ctx = session.context(
-            "post_model_call",
-            model_id=model_id,
-            content=reply.content,
-            tool_calls=calls,
-            finish_reason="tool_calls" if calls else "stop",
-        )
-        try:
-            await session.emit(ctx, here)
-        except InterceptionBlocked as blocked:
-            return _stopped(session, blocked_reason(blocked))
-        released = ctx["response"]
-        if released["content"] != reply.content or released["tool_calls"] != calls:
-            reply = AIMessage(
-                content=released["content"] if released["content"] is not None else "",
-                tool_calls=released["tool_calls"] or [],
-                id=reply.id,
-            )
+        reply = await _post_model_call(session, run, model_id, turn, replies[0])
+        if isinstance(reply, ExtendedModelResponse):
+            return reply
         if response.structured_response is not None:
             structured = StructuredAnswer.of(response.structured_response, response.result)
             kept = await _structured_output(
@@ -158,20 +121,100 @@ class ModelSeam(AgentMiddleware[AgentState[Any], Any, Any]):
                 return kept
             return ExtendedModelResponse(model_response=kept, command=answered.command)
         if not reply.tool_calls:
-            here = point_slot(run, "output", turn, {"content": reply.content})
-            ctx = session.context("output", content=reply.content)
-            try:
-                await session.emit(ctx, here)
-            except InterceptionBlocked as blocked:
-                return _stopped(session, blocked_reason(blocked))
-            final = ctx["output"]["content"]
-            if final != reply.content:
-                reply = AIMessage(content=final if final is not None else "", id=reply.id)
+            reply = await _final_output(session, run, turn, reply)
+            if isinstance(reply, ExtendedModelResponse):
+                return reply
         result = [reply if m is replies[0] else m for m in response.result]
         kept = ModelResponse(result=result, structured_response=response.structured_response)
         if isinstance(answered, ExtendedModelResponse):
             return ExtendedModelResponse(model_response=kept, command=answered.command)
         return kept
+
+
+async def _pre_model_call(
+    session: Session,
+    run: EngineRun,
+    request: ModelRequest[Any],
+    history: list[BaseMessage],
+    model_id: str,
+    turn: int,
+) -> ModelRequest[Any] | ExtendedModelResponse[Any]:
+    """``pre_model_call``: the request as the policies leave it (a transform changes what the
+    model receives), or the stopped run a deny makes."""
+    wire = [to_wire(m) for m in history]
+    here = point_slot(run, "pre_model_call", turn, {"messages": wire[-1:]})
+    ctx = session.context("pre_model_call", model_id=model_id, messages=wire)
+    try:
+        await session.emit(ctx, here)
+    except InterceptionBlocked as blocked:
+        return _stopped(session, blocked_reason(blocked))
+    if ctx["messages"] != wire:
+        request = request.override(messages=cast(list[AnyMessage], from_wire(ctx["messages"])))
+    return request
+
+
+async def _unstreamed(
+    handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    request: ModelRequest[Any],
+) -> ModelResponse[Any]:
+    """The model's answer, buffered as build_agent's model node: not streamed (LangGraph's
+    "messages" mode) as it is generated, only with the model node's update, once
+    post_model_call and output allowed it (a denied answer reaches no one)."""
+    parent = var_child_runnable_config.get() or {}
+    token = var_child_runnable_config.set(
+        {**parent, "tags": [*(parent.get("tags") or []), TAG_NOSTREAM]}
+    )
+    try:
+        return await handler(request)
+    finally:
+        var_child_runnable_config.reset(token)
+
+
+async def _post_model_call(
+    session: Session, run: EngineRun, model_id: str, turn: int, reply: AIMessage
+) -> AIMessage | ExtendedModelResponse[Any]:
+    """``post_model_call``: the model's reply as the policies leave it (a transform changes the
+    response), or the stopped run a deny makes (a denied reply never enters the
+    conversation)."""
+    calls = [{"id": tc["id"], "name": tc["name"], "args": tc["args"]} for tc in reply.tool_calls]
+    shown = {"content": reply.content, "tool_calls": calls}
+    here = point_slot(run, "post_model_call", turn, shown)
+    ctx = session.context(
+        "post_model_call",
+        model_id=model_id,
+        content=reply.content,
+        tool_calls=calls,
+        finish_reason="tool_calls" if calls else "stop",
+    )
+    try:
+        await session.emit(ctx, here)
+    except InterceptionBlocked as blocked:
+        return _stopped(session, blocked_reason(blocked))
+    released = ctx["response"]
+    if released["content"] != reply.content or released["tool_calls"] != calls:
+        reply = AIMessage(
+            content=released["content"] if released["content"] is not None else "",
+            tool_calls=released["tool_calls"] or [],
+            id=reply.id,
+        )
+    return reply
+
+
+async def _final_output(
+    session: Session, run: EngineRun, turn: int, reply: AIMessage
+) -> AIMessage | ExtendedModelResponse[Any]:
+    """``output`` for a final text answer: the answer as the policies leave it, or the stopped
+    run a deny makes."""
+    here = point_slot(run, "output", turn, {"content": reply.content})
+    ctx = session.context("output", content=reply.content)
+    try:
+        await session.emit(ctx, here)
+    except InterceptionBlocked as blocked:
+        return _stopped(session, blocked_reason(blocked))
+    final = ctx["output"]["content"]
+    if final != reply.content:
+        reply = AIMessage(content=final if final is not None else "", id=reply.id)
+    return reply
 
 
 async def _structured_output(
