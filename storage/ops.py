@@ -342,6 +342,25 @@ class PgOperations:
                 sessions=int(row["web_sessions"])
             )
         age = int(older_than.total_seconds())
+        total, batches = await self._prune_threads(
+            params, principal=principal, age=age, batch=batch, batch_runs=batch_runs
+        )
+        sessions = Pruned() if checkpoints_only else await self._prune_sessions()
+        if sessions.sessions or not batches:
+            # Expired sessions (no run's record), or a pass that found nothing: said once.
+            await self._record_prune(
+                principal,
+                {"older_than_seconds": age, "batch": None},
+                sessions + Pruned(busy=total.busy, checkpoints_only=checkpoints_only),
+            )
+        return total + sessions
+
+    async def _prune_threads(
+        self, params: dict[str, Any], *, principal: str, age: int, batch: int, batch_runs: int
+    ) -> tuple[Pruned, int]:
+        """``prune``'s passes over the prunable threads, a transaction per batch; what they
+        deleted, and how many batches deleted something."""
+        checkpoints_only = params["checkpoints_only"]
         total, after, batches = Pruned(checkpoints_only=checkpoints_only), "", 0
         while True:
             async with self._db.transaction() as conn:
@@ -351,7 +370,7 @@ class PgOperations:
                     conn,
                 )
                 if not candidates:
-                    break
+                    return total, batches
                 after = candidates[-1]["thread_id"]
                 locked = [c["thread_id"] for c in candidates if c["locked"]]
                 total += Pruned(busy=len(candidates) - len(locked))
@@ -367,21 +386,16 @@ class PgOperations:
                     await self._record_prune(
                         principal, {"older_than_seconds": age, "batch": batches}, deleted, conn
                     )
+
+    async def _prune_sessions(self) -> Pruned:
+        """``prune``'s deletion of expired web sessions, ``PRUNE_BATCH_SESSIONS`` at a time."""
         sessions = Pruned()
-        while not checkpoints_only:
+        while True:
             row = await self._db.one("prune_web_sessions", {"limit": PRUNE_BATCH_SESSIONS})
             assert row is not None
             sessions += Pruned(sessions=int(row["web_sessions"]))
             if int(row["web_sessions"]) < PRUNE_BATCH_SESSIONS:
-                break
-        if sessions.sessions or not batches:
-            # Expired sessions (no run's record), or a pass that found nothing: said once.
-            await self._record_prune(
-                principal,
-                {"older_than_seconds": age, "batch": None},
-                sessions + Pruned(busy=total.busy, checkpoints_only=checkpoints_only),
-            )
-        return total + sessions
+                return sessions
 
     async def _record_prune(
         self,
