@@ -1,11 +1,15 @@
-"""Graphs by name. Entries are ``name = "module:attr"``; ``attr`` is a compiled graph, a
-``StateGraph`` builder, or builds either from ``GraphDeps`` (``def build(deps)``, or ``async def
-build(deps)``, awaited by ``GraphRegistry.load``, for one that loads its tools with ``await
-client.get_tools()``). A graph must have an approval
-boundary (``build_agent``, or ``ApprovalMiddleware`` in a ``create_agent`` agent) unless it is
-marked ``ungoverned``, and every policy rule that names a tool must name one of the tools its
-agent has (``approvals.policy.check_tool_names``; the hosts check it as they register an
-agent's tools). The two examples are registered by default; configuration adds or overrides."""
+"""Agents by name, each behind its framework's host (``graphs.hosts.base.AgentHost``).
+
+Entries are ``name = "module:attr"``; ``attr`` is what an agent framework hosts (a compiled
+LangGraph graph or a ``StateGraph`` builder, an OpenAI Agents SDK agent), or builds one from
+``GraphDeps`` (``def build(deps)``, or ``async def build(deps)``, awaited by
+``GraphRegistry.load``, for one that loads its tools with ``await client.get_tools()``). Each
+framework in ``FRAMEWORKS`` is asked in turn whether what an entry built is one of its agents.
+A graph must have an approval boundary (``build_agent``, or ``ApprovalMiddleware`` in a
+``create_agent`` agent) unless it is marked ``ungoverned``, and every policy rule that names a
+tool must name one of the tools its agent has (``approvals.policy.check_tool_names``; the hosts
+check it as they register an agent's tools). The two examples are registered by default;
+configuration adds or overrides."""
 
 from __future__ import annotations
 
@@ -15,10 +19,9 @@ import importlib
 import importlib.util
 import inspect
 import sys
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
@@ -26,11 +29,19 @@ from langgraph.pregel import Pregel
 from approvals.errors import GraphLoadError, GraphNotFound
 from approvals.policy import PolicyError
 from graphs.hooks.governance import Governance
-from graphs.tool_call.deps import GraphDeps
-from graphs.tool_call.tools import GovernedTool, ToolCatalog
+from graphs.hosts.base import AgentHost, HostFor
+from graphs.hosts.langgraph import registration as langgraph
+from graphs.hosts.langgraph.host import LangGraphHost
 
-if TYPE_CHECKING:
-    from graphs.hosts.openai import OpenAIHost
+# Marks a graph to run without approvals: named here, where the registry's error says to find it.
+from graphs.hosts.langgraph.registration import ungoverned as ungoverned
+from graphs.hosts.openai import registration as openai
+from graphs.tool_call.deps import GraphDeps
+from graphs.tool_call.tools import GovernedTool
+
+#: The agent frameworks, in the order they are asked about what an entry built. LangGraph's
+#: comes last: it takes whatever the others did not (and refuses what is no graph).
+FRAMEWORKS: tuple[HostFor, ...] = (openai.host_for, langgraph.host_for)
 
 DEFAULT_GRAPHS: dict[str, str] = {
     "refund": "graphs.examples.refund:build",
@@ -43,7 +54,6 @@ if importlib.util.find_spec("agents") is not None:
 GraphFactory = Callable[
     [GraphDeps], Pregel[Any, Any, Any, Any] | Awaitable[Pregel[Any, Any, Any, Any]]
 ]
-G = TypeVar("G", bound=Pregel[Any, Any, Any, Any])
 
 _ASYNC_NOT_LOADED = (
     "an async factory builds it, so it is built by awaiting GraphRegistry.load(name) first "
@@ -55,8 +65,7 @@ class GraphRegistry:
     def __init__(self, deps: GraphDeps, entries: Mapping[str, str] | None = None) -> None:
         self._deps = deps
         self._entries = {**DEFAULT_GRAPHS, **(entries or {})}
-        self._built: dict[str, Pregel[Any, Any, Any, Any]] = {}
-        self._openai: dict[str, OpenAIHost] = {}
+        self._hosts: dict[str, AgentHost] = {}
         self._loading = asyncio.Lock()
 
     @property
@@ -67,68 +76,52 @@ class GraphRegistry:
     def names(self) -> list[str]:
         return sorted(self._entries)
 
+    def host(self, name: str) -> AgentHost:
+        """The host of the agent registered as ``name`` (built once per process)."""
+        found = self._hosts.get(name)
+        return found if found is not None else self._load(name)
+
     def tools(self, name: str) -> list[GovernedTool]:
         """The governed tools of graph ``name`` (built if needed), with their validation.
         Empty for a graph not built with ``build_agent``, and for an OpenAI-SDK agent, whose
         tools take no edits (``describe_tools`` lists them)."""
-        if self.openai(name) is not None:
-            return []
-        self.get(name)
-        return list(self._deps.catalog.for_graph(name))
+        return self.host(name).tools()
 
     def describe_tools(self, name: str) -> list[dict[str, Any]]:
         """The tools of graph ``name`` as ``approvals tools list`` shows them: a LangGraph
         graph's governed tools with their validation, an OpenAI-SDK agent's function tools
         (those of its nested and handoff agents too) with their argument schema and whether
         they need approval."""
-        host = self.openai(name)
-        if host is not None:
-            return host.describe_tools()
-        return [t.describe() for t in self.tools(name)]
+        return self.host(name).describe_tools()
 
     def governance(self, name: str) -> Governance | None:
         """How graph ``name``'s tool calls are governed (built if needed); ``None`` for a
         graph not built with ``build_agent``, and for an OpenAI-SDK agent (its requests take
         no edits, so there is nothing to check one against)."""
-        if self.openai(name) is not None:
-            return None
-        self.get(name)
-        found = self._deps.catalog.governance_of(name)
-        return found if isinstance(found, Governance) else None
+        return self.host(name).edit_governance()
 
     def get(self, name: str) -> Pregel[Any, Any, Any, Any]:
         """The compiled graph registered as ``name`` (built once per process)."""
-        if name in self._built:
-            return self._built[name]
-        loaded = self._load(name)
-        if not isinstance(loaded, Pregel):
-            raise GraphLoadError(
-                name, self._entries[name], "an OpenAI Agents SDK agent, not a LangGraph graph"
-            )
-        return loaded
+        host = self.host(name)
+        if not isinstance(host, LangGraphHost):
+            raise GraphLoadError(name, self._entries[name], f"{host.kind}, not a LangGraph graph")
+        return host.graph
 
-    def openai(self, name: str) -> OpenAIHost | None:
-        """The OpenAI Agents SDK agent registered as ``name`` (its tools governed), or
-        ``None`` when ``name`` is a LangGraph graph. An entry may name an ``agents.Agent``, a
-        ``graphs.hosts.openai.OpenAIAgent`` (an agent with its policy files), or build either
-        from ``GraphDeps``."""
-        if name in self._built:
-            return None
-        loaded = self._load(name)
-        return None if isinstance(loaded, Pregel) else loaded
-
-    async def load(self, name: str) -> None:
+    async def load(self, name: str) -> AgentHost:
         """Build graph ``name`` now, if it is not built yet, awaiting its factory when that is
-        an ``async def`` (one that loads its tools with ``await client.get_tools()``). The
-        other accessors then return it; for a graph an async factory builds they refuse until
-        it is loaded, since they cannot wait. The engine loads a graph before each use."""
-        if name in self._built or name in self._openai:
-            return
+        an ``async def`` (one that loads its tools with ``await client.get_tools()``); its
+        host. The other accessors then return it; for a graph an async factory builds they
+        refuse until it is loaded, since they cannot wait. The engine loads a graph before
+        each use."""
+        found = self._hosts.get(name)
+        if found is not None:
+            return found
         async with self._loading:
             # One build at a time: the catalog's last registration is how a build's agent is
             # found, and another build must not register in between.
-            if name in self._built or name in self._openai:
-                return
+            found = self._hosts.get(name)
+            if found is not None:
+                return found
             target, factory = self._factory(name)
             catalog = self._deps.catalog
             catalog.last_registered = None
@@ -136,15 +129,11 @@ class GraphRegistry:
                 built = _called(factory, self._deps)
                 if inspect.isawaitable(built):
                     built = await built
-                self._register(name, target, built)
+                return self._register(name, target, built)
             except PolicyError as exc:
                 raise GraphLoadError(name, target, str(exc)) from exc
 
-    def _load(self, name: str) -> Pregel[Any, Any, Any, Any] | OpenAIHost:
-        if name in self._openai:
-            return self._openai[name]
-        if name in self._built:
-            return self._built[name]
+    def _load(self, name: str) -> AgentHost:
         target, factory = self._factory(name)
         if inspect.iscoroutinefunction(factory):
             raise GraphLoadError(name, target, _ASYNC_NOT_LOADED)
@@ -178,66 +167,19 @@ class GraphRegistry:
         except (ImportError, AttributeError, OSError) as exc:
             raise GraphLoadError(name, target, str(exc)) from exc
 
-    def _register(
-        self, name: str, target: str, built: Any
-    ) -> Pregel[Any, Any, Any, Any] | OpenAIHost:
-        """Keep what an entry built: an OpenAI-SDK agent as its host, a LangGraph graph
-        compiled, with its tools and governance in the catalog. Each host refuses a policy
-        rule that names none of its agent's tools (it could never apply: a typo in it would
-        let the calls it was written for through): ``PolicyError``."""
-        catalog = self._deps.catalog
-        host = _openai_host(name, target, built)
-        if host is not None:
-            self._openai[name] = host
-            return host
-        graph = self._compiled(name, target, built)
-        built_as = catalog.last_registered
-        if built_as is not None and built_as != name:
-            # An entry may build an agent under another name (several entries, one
-            # builder): its tools and governance are found under the entry's name too.
-            catalog.alias(name, built_as)
-        hosted = _register_hosts(graph, name, catalog)
-        if built_as is None and not hosted and graph not in _UNGOVERNED:
-            # A graph nothing in which asks a human or records an execution would run every
-            # tool, however sensitive, with no approval and no warning.
-            raise GraphLoadError(
-                name,
-                target,
-                "the graph has no approval boundary, so its tools would run unapproved: add "
-                "graphs.ApprovalMiddleware(interrupt_on={...}) to its create_agent middleware "
-                "(or build it with graphs.hosts.langgraph.agent.build_agent), or mark it "
-                "graphs.hosts.registry.ungoverned(graph) to run it without approvals",
-            )
-        self._built[name] = graph
-        return graph
-
-    def _compiled(self, name: str, target: str, found: Any) -> Pregel[Any, Any, Any, Any]:
-        """The graph an entry names: a compiled graph, a ``StateGraph`` builder, or a factory
-        of either taking ``GraphDeps``. A graph compiled without a checkpointer gets the
-        engine's, as the LangGraph server gives one; another checkpointer is refused (its
-        pauses would not be where the engine resumes them)."""
-        built = found
-        if not isinstance(found, Pregel | StateGraph) and callable(found):
-            built = found(self._deps)
-        if isinstance(built, StateGraph):
-            built = built.compile(checkpointer=self._deps.checkpointer)
-        if not isinstance(built, Pregel):
-            raise GraphLoadError(
-                name, target, f"built {type(built).__name__}, not a compiled graph"
-            )
-        if built.checkpointer is None:
-            ungoverned = built in _UNGOVERNED
-            built = built.copy(update={"checkpointer": self._deps.checkpointer})
-            if ungoverned:
-                _UNGOVERNED.add(built)
-        if built.checkpointer is not self._deps.checkpointer:
-            raise GraphLoadError(
-                name,
-                target,
-                "the graph must be compiled with deps.checkpointer, or with no checkpointer "
-                "(the engine attaches its own)",
-            )
-        return built
+    def _register(self, name: str, target: str, built: Any) -> AgentHost:
+        """Keep what an entry built as the host of the first framework that takes it. Each
+        host refuses a policy rule that names none of its agent's tools (it could never
+        apply: a typo in it would let the calls it was written for through):
+        ``PolicyError``."""
+        for host_for in FRAMEWORKS:
+            host = host_for(name, target, built, self._deps)
+            if host is not None:
+                self._hosts[name] = host
+                return host
+        raise GraphLoadError(
+            name, target, f"built {type(built).__name__}, which no agent framework hosts"
+        )
 
 
 def _called(found: Any, deps: GraphDeps) -> Any:
@@ -268,44 +210,3 @@ def _module(entry: str, location: str) -> Any:
         del sys.modules[module_name]
         raise
     return module
-
-
-_UNGOVERNED: weakref.WeakSet[Pregel[Any, Any, Any, Any]] = weakref.WeakSet()
-
-
-def ungoverned(graph: G) -> G:
-    """Mark ``graph`` as one the registry may run without any approval boundary (its tools run
-    unapproved and unrecorded). Registering such a graph unmarked is refused."""
-    _UNGOVERNED.add(graph)
-    return graph
-
-
-def _register_hosts(graph: Pregel[Any, Any, Any, Any], name: str, catalog: ToolCatalog) -> bool:
-    """Register the tools and governance of the ``ApprovalMiddleware`` agents in ``graph``;
-    whether there was one. A graph can hold one only if ``graphs.langchain.middleware`` was
-    imported, so a process that never imports langchain does not start to here."""
-    if "graphs.langchain.middleware" not in sys.modules:
-        return False
-    from graphs.langchain.tool_node import register_hosts
-
-    found: bool = register_hosts(graph, name, catalog)
-    return found
-
-
-def _openai_host(name: str, target: str, built: Any) -> OpenAIHost | None:
-    """``built`` as an OpenAI-SDK host, if it is an ``agents.Agent`` (or an ``OpenAIAgent``).
-    Such an object exists only once the SDK was imported, so a process that never imports it
-    does not import it here."""
-    if "agents" not in sys.modules:
-        return None
-    from agents import Agent
-
-    from graphs.hosts.openai import OpenAIAgent, OpenAIHost
-    from graphs.hosts.openai.host import UngovernedAgent
-
-    if not isinstance(built, Agent | OpenAIAgent):
-        return None
-    try:
-        return OpenAIHost(name, built)
-    except UngovernedAgent as exc:
-        raise GraphLoadError(name, target, str(exc)) from exc

@@ -22,6 +22,9 @@ log = logging.getLogger("approvals.runner")
 
 #: Records one node update of a run's step (``run_id, node, data``): where streams read it.
 RunEventSink = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+#: Publishes one node update of a step as it happens: ``(node, data)`` (what ``approvals runs
+#: start --stream`` is given, beside the run's event sink).
+Publish = Callable[[str, dict[str, Any]], Awaitable[None]]
 #: How long a node update may wait for its step's settlement before it is written on its own.
 #: Most steps of an approval cycle end well within it; a model's turn seldom does.
 FLUSH_AFTER = 0.25

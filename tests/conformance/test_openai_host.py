@@ -54,7 +54,8 @@ from approvals.ports import NewRequest
 from graphs.hooks.governance import SessionHolder
 from graphs.hosts.openai import OpenAIAgent, OpenAIHost
 from graphs.hosts.openai.calls import HostRun, enter, leave
-from graphs.hosts.openai.runner import _admit, _call_id, _emit_output, _record_rejection
+from graphs.hosts.openai.input import admit
+from graphs.hosts.openai.step import call_id, emit_output, record_rejection
 from graphs.tool_call.deps import GraphDeps
 from tests.conformance.approval_desk import ApprovalDesk, DeskSlot, Question
 from tests.conformance.harness import (
@@ -292,7 +293,7 @@ class _OpenAIRun:
         session = self._holder.get(
             host.governance, graph=host.name, run_id=self._run_id, principal=PRINCIPAL
         )
-        admitted, blocked = await _admit(session, host, self._scenario.input["content"])
+        admitted, blocked = await admit(session, host, self._scenario.input["content"])
         if blocked is not None:
             return None, blocked
         given: Any = admitted
@@ -309,7 +310,7 @@ class _OpenAIRun:
             token = enter(current)
             try:
                 for item in rejected:
-                    await _record_rejection(current, host, item)
+                    await record_rejection(current, host, item)
                 result = await SDKRunner.run(
                     host.agent,
                     given,
@@ -321,15 +322,15 @@ class _OpenAIRun:
             if not result.interruptions:
                 final = result.final_output
                 answer = final if isinstance(final, str) or final is None else json.dumps(final)
-                released, stopped = await _emit_output(session, answer)
+                released, stopped = await emit_output(session, answer)
                 return released, stopped
             state: RunState[Any, Any] = result.to_state()
-            asked = {c: self._asked[c] for c in (_call_id(i) or "" for i in result.interruptions)}
+            asked = {c: self._asked[c] for c in (call_id(i) or "" for i in result.interruptions)}
             questions = [slot.question for slot in asked.values() if slot.question is not None]
             await self._desk.answer(questions)
             rejected = []
             for item in result.interruptions:
-                slot = asked[_call_id(item) or ""]
+                slot = asked[call_id(item) or ""]
                 decided = self._desk.decided(slot.question) if slot.question else None
                 answer_ = decided.answer if decided is not None else None
                 if getattr(answer_, "outcome", None) is ApprovalOutcome.REJECT:

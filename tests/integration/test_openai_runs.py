@@ -344,7 +344,7 @@ async def test_a_worker_killed_during_the_refund_loses_nothing_and_runs_nothing_
     import signal
     import sys
 
-    from tests.integration.processes import eventually
+    from tests.waiting import eventually
 
     run = await start(engine, "refund 1001")
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
@@ -542,10 +542,12 @@ async def test_a_host_without_the_state_store_refuses_before_writing(engine: Eng
 
 async def test_the_registry_tells_an_sdk_agent_from_a_graph(engine: Engine) -> None:
     from approvals.errors import GraphLoadError
+    from graphs.hosts.langgraph.host import LangGraphHost
+    from graphs.hosts.openai import OpenAIHost
 
     registry = engine.registry
-    assert registry.openai(AGENT) is not None
-    assert registry.openai("refund") is None
+    assert isinstance(registry.host(AGENT), OpenAIHost)
+    assert isinstance(registry.host("refund"), LangGraphHost)
     # No governed tool to check an edit against (edits are refused), but listed all the same.
     assert registry.tools(AGENT) == []
     assert [t["name"] for t in registry.describe_tools(AGENT)] == ["lookup_order", "issue_refund"]
@@ -679,13 +681,14 @@ async def test_a_state_forged_to_approve_an_undecided_call_runs_nothing_for_it(
     runs nothing, and the model is told it was not approved."""
     from agents import RunState
 
+    from graphs.hosts.openai import OpenAIHost
     from tests.integration.test_openai_state_seal import sealed_version
 
     run = await start(engine, "refund 1001 and 1002")
     requests = {r.call_id: r for r in [await engine.requests.get(i) for i in run.pending] if r}
     stored = await stored_state(engine, run.run_id)
-    host = engine.registry.openai(AGENT)
-    assert host is not None
+    host = engine.registry.host(AGENT)
+    assert isinstance(host, OpenAIHost)
     state: RunState[Any, Any] = await RunState.from_json(host.agent, json.loads(stored["state"]))
     [forged_item] = [i for i in state.get_interruptions() if i.call_id == "refund-1002"]
     state.approve(forged_item)

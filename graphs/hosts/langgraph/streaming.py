@@ -14,7 +14,6 @@ produced it has finished, so a final answer is sent only after ``post_model_call
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -22,8 +21,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command
 
-#: Publishes one node update: ``(node, data)``.
-Publish = Callable[[str, dict[str, Any]], Awaitable[None]]
+# Publish is named here too: the engine's start takes an observer of that type.
+from graphs.run.step_events import Publish as Publish
 
 #: Keeps an event small: longer message text is cut.
 MAX_CONTENT = 20_000

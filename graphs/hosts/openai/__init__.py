@@ -16,12 +16,13 @@ from graphs.hosts.openai.ports import OPENAI_STATES, OpenAIRunStates, openai_ext
 
 if TYPE_CHECKING:
     from graphs.hosts.openai.calls import current_call
-    from graphs.hosts.openai.host import OpenAIAgent, OpenAIHost
+    from graphs.hosts.openai.governed import OpenAIAgent
+    from graphs.hosts.openai.host import OpenAIHost
 
-#: The names this package takes from ``host`` and ``calls`` (and so from the SDK) when first
-#: asked for, by the module that holds each.
+#: The names this package takes from ``governed``, ``host`` and ``calls`` (and so from the SDK)
+#: when first asked for, by the module that holds each.
 _LAZY = {
-    "OpenAIAgent": "graphs.hosts.openai.host",
+    "OpenAIAgent": "graphs.hosts.openai.governed",
     "OpenAIHost": "graphs.hosts.openai.host",
     "current_call": "graphs.hosts.openai.calls",
 }

@@ -1,186 +1,303 @@
-"""An OpenAI Agents SDK agent under governance: its function tools ask the engine.
+"""An OpenAI Agents SDK agent as an ``AgentHost``: its runs start, pause and resume under the same
+thread lock, queue and re-check as LangGraph runs.
 
-``OpenAIHost`` governs every function tool of the agent, and of the agents it reaches through
-``Agent.as_tool()`` and handoffs, in place:
-
-- ``needs_approval`` becomes the engine's question: the call's ``pre_tool_call`` is emitted
-  through the run's governance (its policy files, and the tool's own ``needs_approval``, bool
-  or function, as an escalation). An escalation records the approval request (the resolver of
-  the LangGraph host, keyed by run, call id and content identity) and answers ``True``: the SDK
-  pauses the run with the call in its ``interruptions``.
-- ``on_invoke_tool`` asks again before the call runs, and the answer comes from the database
-  (the decision stored for this exact call), not from the ``RunState``: a state that says
-  "approved" without a stored approval runs nothing. An allowed call runs once, through the
-  execution ledger (idempotency key from run and call id; a crash mid-call is
-  ``outcome_unknown`` and never retried).
-
-Edits are refused for these tools (the SDK has no edit decision): their requests offer approve
-and reject only. ``always_approve`` is never used.
+After every ``Runner.run`` the SDK's ``RunState`` is stored, sealed (``step``). A resume (a
+claimed job, holding the thread's lock) loads the state, refuses it if its version is not this
+key's MAC of the row or not the version its decided request was bound to (audited as
+``run.state_tampered``), re-reads every waiting call's decision from the database, applies it
+with ``state.approve(item)`` or ``state.reject(item, rejection_message=...)`` and runs the agent
+again, which may pause again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import hashlib
+import json
+import logging
 from typing import Any
 
-from agent_hooks import Verdict
-from agents import Agent, FunctionTool
+from agents import RunState
 
-from approvals.policy import check_policies_tool_names
-from graphs.hooks.governance import Governance
-from graphs.hosts.openai.calls import GovernedApproval, GovernedInvoke
+from approvals.errors import DatabaseUnavailable, GraphLoadError
+from approvals.model import JobStatus, ResumeCheck, ResumeJob, RunStatus
+from graphs.hooks.governance import Governance, SessionHolder
+from graphs.hosts.base import FirstStep, HostServices, JobEnd, RunStart
+from graphs.hosts.openai.governed import GovernedAgent
+from graphs.hosts.openai.input import admit, parse_openai_input
+from graphs.hosts.openai.ports import (
+    OPENAI_STATE_SEAL,
+    OPENAI_STATES,
+    OpenAIRunStates,
+    StoredDecision,
+    StoredState,
+)
+from graphs.hosts.openai.sealing import SealCheck, SealedRow, StateSeal
+from graphs.hosts.openai.step import (
+    INTERRUPT_PREFIX,
+    SDKRun,
+    blocked,
+    call_id,
+    ended,
+    run_step,
+)
+from graphs.run.outcome import RunOutcome
+from graphs.tool_call.edits import successful_counts
+from graphs.tool_call.storable import storable_text
+from graphs.tool_call.tools import GovernedTool
 
-
-@dataclass(frozen=True)
-class OpenAIAgent:
-    """What a registry entry names to register an ``agents.Agent`` with its own governance
-    (policy files); a bare ``agents.Agent`` is governed by its tools' ``needs_approval``."""
-
-    agent: Agent[Any]
-    governance: Governance | None = None
-    max_turns: int = 10
-
-
-class NeedsApproval:
-    """At ``pre_tool_call``, a call whose tool's ``needs_approval`` said yes is a liftable
-    deny (escalate), as ``EscalateSensitiveTools`` does for a sensitive governed tool."""
-
-    def intercept(self, context: dict[str, Any], /) -> Verdict:
-        if context.get("interception_point") != "pre_tool_call":
-            return Verdict.allow()
-        tool = ((context.get("extensions") or {}).get("approvals") or {}).get("tool") or {}
-        if tool.get("needs_approval") is True:
-            name = context.get("tool_call", {}).get("name")
-            return Verdict.escalate(reason="needs_approval", message=f"{name} needs approval")
-        return Verdict.allow()
-
-
-class UngovernedAgent(ValueError):
-    """An agent that could call something the engine cannot ask a human about."""
+log = logging.getLogger("approvals.openai")
 
 
-class OpenAIHost:
-    """A registered OpenAI-SDK agent: the agent (its tools governed), its governance.
+class OpenAIHost(GovernedAgent):
+    """A registered OpenAI-SDK agent (``GovernedAgent``) and how its runs are run."""
 
-    Only function tools can be governed (the engine runs them); an agent that reaches any
-    other tool (hosted tools run inside the model's response, shell and computer tools
-    outside ``on_invoke_tool``) or an MCP server (its tools are made per run) is refused with
-    ``UngovernedAgent``, as a graph with no approval boundary is."""
+    kind = "an OpenAI Agents SDK agent"
 
-    def __init__(self, name: str, found: Agent[Any] | OpenAIAgent) -> None:
-        given = found if isinstance(found, OpenAIAgent) else OpenAIAgent(found)
-        self.name = name
-        self.agent: Agent[Any] = given.agent
-        self.max_turns = given.max_turns
-        self.governance = _with_needs_approval(given.governance)
-        agents = list(reachable(self.agent))
-        for agent in agents:
-            _refuse_ungoverned(agent)
-        check_policies_tool_names(
-            self.governance.interceptors,
-            (t.name for agent in agents for t in agent.tools if isinstance(t, FunctionTool)),
-            graph=name,
+    async def start(self, run: RunStart, services: HostServices) -> FirstStep:
+        given = parse_openai_input(run.input)
+        states, seal = self._states(services)  # before anything is written
+        # agent_startup and input, before anything is written: the run's row keeps the input
+        # as admitted (nothing of a denied one, a masked one masked).
+        holder = SessionHolder()
+        session = holder.get(
+            self.governance, graph=self.name, run_id=run.run_id, principal=run.principal
         )
-        for agent in agents:
-            for tool in agent.tools:
-                if isinstance(tool, FunctionTool) and not isinstance(
-                    tool.on_invoke_tool, GovernedInvoke
-                ):
-                    _govern(agent, tool)
+        admitted, stopped = await admit(session, self, given)
+        kept: dict[str, Any] = {}
+        if admitted is not None:
+            kept = {"message": admitted} if isinstance(admitted, str) else {"input": admitted}
+        sdk_run = SDKRun(
+            run_id=run.run_id,
+            thread_id=run.thread_id,
+            principal=run.principal,
+            states=states,
+            seal=seal,
+        )
 
-    def describe_tools(self) -> list[dict[str, Any]]:
-        """Every function tool the agent reaches, as ``approvals tools list`` shows a
-        governed tool: name, description, argument schema, whether it needs approval."""
-        described: list[dict[str, Any]] = []
-        for agent in reachable(self.agent):
-            for tool in agent.tools:
-                if not isinstance(tool, FunctionTool):
-                    continue
-                invoke = tool.on_invoke_tool
-                own = invoke.needs if isinstance(invoke, GovernedInvoke) else tool.needs_approval
-                needs = "always" if own is True else "never" if own is False else "per call"
-                described.append(
-                    {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "sensitive": own is True,
-                        "needs_approval": needs,
-                        "agent": agent.name,
-                        "nested_agent": bool(getattr(tool, "_is_agent_tool", False)),
-                        "arguments": tool.params_json_schema,
-                        "preconditions": [],
-                        "postconditions": [],
-                        "risk": None,
-                        "estimated_cost": None,
-                        "approver_group": None,
-                    }
+        async def first() -> RunOutcome:
+            try:
+                if stopped is not None:
+                    outcome = blocked(stopped, run.run_id, run.thread_id)
+                else:
+                    outcome = await run_step(self, admitted, sdk_run, holder, services, waiting={})
+            except DatabaseUnavailable as exc:
+                # Nothing retries a start: it fails, visibly.
+                outcome = RunOutcome(
+                    run_id=run.run_id,
+                    thread_id=run.thread_id,
+                    status=RunStatus.FAILED,
+                    error=str(exc)[:1000],
                 )
-        return described
+            return await ended(holder, outcome)
 
+        return FirstStep(input=kept, run=first)
 
-def _refuse_ungoverned(agent: Agent[Any]) -> None:
-    others = [
-        f"{getattr(t, 'name', '?')} ({type(t).__name__})"
-        for t in agent.tools
-        if not isinstance(t, FunctionTool)
-    ]
-    if others:
-        raise UngovernedAgent(
-            f"agent {agent.name!r} has tools the engine cannot govern: {', '.join(others)}; "
-            "only function tools run under approval (wrap the action in a @function_tool)"
+    async def resume(
+        self, job: ResumeJob, check: ResumeCheck, services: HostServices
+    ) -> RunOutcome | JobEnd:
+        store = self._states(services)
+        states, seal = store
+        stored = await states.load(job.run_id)
+        if stored is None:
+            return JobEnd(status=JobStatus.FAILED, error="the run has no stored state")
+        waiting = {call_id: request_id for call_id, request_id in stored.waiting}
+        decided = await states.decision(job.request_id)
+        pending_here = job.request_id in waiting.values()
+        refusal = self._refusal(job, stored, decided, seal, pending_here)
+        if refusal is not None:
+            return await _refuse(states, job, stored, decided, *refusal)
+        if not pending_here:
+            # Already resumed (a sibling call's job, or a worker that died after storing the
+            # state): settle the run from where the stored state stands, so it never stays
+            # "waiting".
+            settled = RunOutcome(
+                run_id=job.run_id,
+                thread_id=job.thread_id,
+                status=RunStatus(stored.status),
+                answer=stored.answer,
+                error=stored.error,
+                waiting_on=tuple((r, INTERRUPT_PREFIX + c) for c, r in stored.waiting),
+            )
+            return JobEnd(
+                status=JobStatus.SKIPPED, error="already resumed", settlement=settled.settlement
+            )
+        try:
+            state: RunState[Any, Any] = await RunState.from_json(
+                self.agent, json.loads(stored.state)
+            )
+        except Exception as exc:
+            # Its versions match, yet the SDK cannot read it as a state of this agent (another
+            # agent's name, no state at all): whoever rewrote the state rewrote its versions
+            # too, or another SDK release wrote it. Raised from here, it would fail the
+            # worker's pass and leave the job queued to fail every pass after.
+            error = (
+                "the stored run state cannot be read as a state of this agent"
+                f" ({type(exc).__name__}: {storable_text(str(exc)[:200])}): the resume was"
+                " refused"
+            )
+            return await _refuse(states, job, stored, decided, error, "unreadable")
+        rejected = await _apply_decisions(state, waiting, states)
+        if rejected is None:
+            return JobEnd(status=JobStatus.SKIPPED, error="no decision to apply")
+        return await self._step_decided(job, check, state, waiting, rejected, store, services)
+
+    async def waiting(self, thread_id: str) -> bool:
+        """``False``: an SDK run's state is its own (stored by run), not the thread's."""
+        return False
+
+    async def close_waiting(self, thread_id: str, notice: str) -> bool:
+        """``True``: nothing but a cancelled run's own state waits, and it is never resumed."""
+        return True
+
+    def tools(self) -> list[GovernedTool]:
+        """None: the SDK's tools take no edits (``describe_tools`` lists them)."""
+        return []
+
+    def edit_governance(self) -> Governance | None:
+        """``None``: its requests take no edits, so there is nothing to check one against."""
+        return None
+
+    def _states(self, services: HostServices) -> tuple[OpenAIRunStates, StateSeal]:
+        deps = services.deps
+        try:
+            return deps.provided(OPENAI_STATES), deps.provided(OPENAI_STATE_SEAL)
+        except LookupError as exc:
+            # Not "never": a worker of a host that gives the store may take the job.
+            raise GraphLoadError(
+                self.name,
+                "OpenAI Agents SDK agent",
+                "this host keeps no OpenAI run states: give GraphDeps.extras "
+                "graphs.hosts.openai.openai_extras(storage.openai_runs.PgOpenAIRunStates(db), "
+                "secret=the app's secret key)",
+            ) from exc
+
+    def _refusal(
+        self,
+        job: ResumeJob,
+        stored: StoredState,
+        decided: StoredDecision | None,
+        seal: StateSeal,
+        pending_here: bool,
+    ) -> tuple[str, str] | None:
+        """Why the stored state must not be resumed (the run's error, the audited reason),
+        if it must not."""
+        # The run this job is for and the agent resuming it, not the row's own say: a row
+        # copied from another run or agent does not pass.
+        sealed = seal.check(
+            stored.version,
+            SealedRow(
+                run_id=job.run_id,
+                agent=self.name,
+                state=stored.state,
+                waiting=stored.waiting,
+                status=stored.status,
+                answer=stored.answer,
+                error=stored.error,
+            ),
         )
-    if agent.mcp_servers:
-        raise UngovernedAgent(
-            f"agent {agent.name!r} uses MCP servers, whose tools the SDK makes per run, "
-            "where the engine cannot govern them; expose them as @function_tools instead"
+        if sealed is not SealCheck.INTACT:
+            # The state is not one this host stored for this run (changed where it is kept,
+            # or sealed under another key): none of it is read.
+            return f"{sealed.refusal}: the resume was refused", sealed.value
+        bound = decided.state_version if decided is not None else None
+        if pending_here and bound != stored.version:
+            # A state this host stored, but not the one the request was decided on.
+            altered = SealCheck.ALTERED
+            return f"{altered.refusal}: the resume was refused", altered.value
+        return None
+
+    async def _step_decided(
+        self,
+        job: ResumeJob,
+        check: ResumeCheck,
+        state: RunState[Any, Any],
+        waiting: dict[str, str],
+        rejected: list[Any],
+        store: tuple[OpenAIRunStates, StateSeal],
+        services: HostServices,
+    ) -> RunOutcome:
+        """Run the agent on from ``state``, its decisions applied (``rejected``: the
+        interruptions it was told to reject)."""
+        states, seal = store
+        run = await services.runs.get(job.run_id)
+        holder = SessionHolder(first_sequence=check.next_sequence)
+        sdk_run = SDKRun(
+            run_id=job.run_id,
+            thread_id=job.thread_id,
+            principal=run.started_by if run is not None else "",
+            states=states,
+            seal=seal,
         )
+        outcome = await run_step(
+            self,
+            state,
+            sdk_run,
+            holder,
+            services,
+            waiting=waiting,
+            rejected=rejected,
+            # Each resume is a new invocation: the run's count goes on from its ledger.
+            ran=successful_counts(await services.deps.ledger.for_run(job.run_id)),
+        )
+        return await ended(holder, outcome)
 
 
-def _with_needs_approval(governance: Governance | None) -> Governance:
-    """The run's governance: the given interceptors (policies) first, so that their approval
-    blocks (approver groups, deadlines) shape a request they escalate, then ``NeedsApproval``."""
-    if governance is None:
-        return Governance(interceptors=[NeedsApproval()], names=["needs_approval"])
-    if governance.emitter is not None:
-        return governance
-    names = list(governance.names) or [
-        f"{type(i).__name__}#{n}" for n, i in enumerate(governance.interceptors)
-    ]
-    return Governance(
-        interceptors=[*governance.interceptors, NeedsApproval()],
-        mode=governance.mode,
-        composition=governance.composition,
-        timeout=governance.timeout,
-        identity_provider=governance.identity_provider,
-        names=[*names, "needs_approval"],
+async def _refuse(
+    states: OpenAIRunStates,
+    job: ResumeJob,
+    stored: StoredState,
+    decided: StoredDecision | None,
+    error: str,
+    reason: str,
+) -> RunOutcome:
+    """Nothing of the state runs; the run fails, the job ends (it is never retried), and the
+    audit log says why. Never this key's MAC of the refused row: with it, whoever reads the
+    log could make that row pass."""
+    bound = decided.state_version if decided is not None else None
+    await states.record_refused(
+        run_id=job.run_id,
+        request_id=job.request_id,
+        call_id=decided.call_id if decided is not None else job.call_id,
+        expected=bound or stored.version,
+        found=stored.version,
+        reason=reason,
+        state_sha256=hashlib.sha256(stored.state.encode("utf-8")).hexdigest(),
+    )
+    log.error("run %s: %s", job.run_id, error, extra={"run_id": job.run_id})
+    return RunOutcome(
+        run_id=job.run_id, thread_id=job.thread_id, status=RunStatus.FAILED, error=error
     )
 
 
-def reachable(root: Agent[Any]) -> Iterator[Agent[Any]]:
-    """``root`` and every agent it reaches through ``as_tool()`` tools and handoffs."""
-    seen: set[int] = set()
-    stack: list[Any] = [root]
-    while stack:
-        agent = stack.pop()
-        if not isinstance(agent, Agent) or id(agent) in seen:
+async def _apply_decisions(
+    state: RunState[Any, Any], waiting: dict[str, str], states: OpenAIRunStates
+) -> list[Any] | None:
+    """Apply each waiting call's stored decision to ``state``: the interruptions it rejected,
+    or ``None`` when no call was decided."""
+    applied = 0
+    rejected: list[Any] = []
+    for item in state.get_interruptions():
+        found_id = call_id(item)
+        request_id = waiting.get(found_id) if found_id is not None else None
+        if request_id is None:
             continue
-        seen.add(id(agent))
-        yield agent
-        for tool in agent.tools:
-            nested = getattr(tool, "_agent_instance", None)
-            if nested is not None:
-                stack.append(nested)
-        for handoff in agent.handoffs:
-            if isinstance(handoff, Agent):
-                stack.append(handoff)
-            else:
-                # A ``handoff(agent)`` keeps its target by weak reference.
-                ref = getattr(handoff, "_agent_ref", None)
-                stack.append(ref() if callable(ref) else None)
+        decision = await states.decision(request_id)
+        if decision is None or decision.status == "pending":
+            continue
+        if decision.status in ("approved", "answered"):
+            # Never ``always_approve``: every call is decided on its own.
+            state.approve(item)
+        else:
+            state.reject(item, rejection_message=_rejection(decision))
+            rejected.append(item)
+        applied += 1
+    return rejected if applied else None
 
 
-def _govern(agent: Agent[Any], tool: FunctionTool) -> None:
-    own = tool.needs_approval
-    tool.needs_approval = GovernedApproval(tool, own)
-    tool.on_invoke_tool = GovernedInvoke(tool, tool.on_invoke_tool, own)
+def _rejection(decision: Any) -> str:
+    """What the model is told about a rejected (or expired) call: who rejected it and why."""
+    if decision.status == "expired":
+        return "The call was not run: its approval request expired."
+    who = decision.decided_by or "an approver"
+    reason = f": {decision.reason}" if decision.reason else ""
+    return f"The call was rejected by {who}{reason}"

@@ -1,0 +1,261 @@
+"""One step of an OpenAI-SDK run: ``Runner.run`` from the input or a decided ``RunState`` until
+the agent finishes or pauses, and the state stored where it stands.
+
+The state is serialized (``to_json``) and stored in PostgreSQL with its version, a keyed MAC of
+the stored row under the app's secret (``sealing``), which the run's pending requests carry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_hooks import InterceptionBlocked
+from agents import FunctionTool, RunConfig, RunResult
+from agents import Runner as SDKRunner
+
+from approvals.errors import DatabaseUnavailable
+from approvals.model import RunStatus
+from graphs.hooks.governance import Session, SessionHolder, record_row
+from graphs.hosts.base import HostServices
+from graphs.hosts.openai.calls import HostRun, enter, leave
+from graphs.hosts.openai.governed import GovernedAgent, reachable
+from graphs.hosts.openai.ports import OpenAIRunStates
+from graphs.hosts.openai.sealing import SealedRow, StateSeal
+from graphs.run.admission import blocked_reason
+from graphs.run.outcome import RunOutcome
+from graphs.tool_call.storable import storable_text
+
+log = logging.getLogger("approvals.openai")
+
+#: The interrupt id an OpenAI-SDK pause records on its request: the SDK's call id.
+INTERRUPT_PREFIX = "openai:"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SDKRun:
+    """Which run a step serves, and where its state is kept."""
+
+    run_id: str
+    thread_id: str
+    principal: str
+    states: OpenAIRunStates
+    seal: StateSeal
+
+
+async def run_step(
+    host: GovernedAgent,
+    given: Any,
+    run: SDKRun,
+    holder: SessionHolder,
+    services: HostServices,
+    *,
+    waiting: dict[str, str],
+    rejected: Sequence[Any] = (),
+    ran: dict[str, int] | None = None,
+) -> RunOutcome:
+    """Run the agent from ``given`` (the input, or a decided state) until it finishes or
+    pauses, and store where it stands. ``waiting``: the calls the run waited on before (call
+    id -> request id). ``rejected``: the interruptions the state was told to reject, whose
+    ``pre_tool_call`` is emitted first (answered by the stored decision). ``ran``: how many
+    times each tool ran in the run before (none at its start)."""
+    session = holder.get(
+        host.governance, graph=host.name, run_id=run.run_id, principal=run.principal
+    )
+    current = HostRun(
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        principal=run.principal,
+        agent_name=host.name,
+        deps=services.deps,
+        session=session,
+        counts=dict(ran or {}),
+    )
+    result = await _run_agent(host, given, current, rejected, services.transient)
+    if isinstance(result, RunOutcome):
+        return result
+    text = json.dumps(result.to_state().to_json(), sort_keys=True, separators=(",", ":"))
+    paused: list[tuple[str, str]] = []
+    unrecorded: list[str] = []
+    for item in result.interruptions:
+        found = call_id(item) or "?"
+        request_id = current.requests.get(found) or waiting.get(found)
+        if request_id is None:
+            unrecorded.append(found)
+        else:
+            paused.append((found, request_id))
+    outcome = RunOutcome(run_id=run.run_id, thread_id=run.thread_id, status=RunStatus.COMPLETED)
+    if unrecorded:
+        # The SDK paused on a call the engine recorded no request for (its arguments
+        # could not be read, or a policy failed): nobody could ever decide it.
+        outcome = dataclasses.replace(
+            outcome,
+            status=RunStatus.FAILED,
+            error=(
+                f"the agent paused on call(s) {', '.join(unrecorded)} with no approval "
+                "request: nothing can decide them"
+            )[:1000],
+        )
+    elif paused:
+        outcome = dataclasses.replace(
+            outcome,
+            status=RunStatus.WAITING,
+            waiting_on=tuple((r, INTERRUPT_PREFIX + c) for c, r in paused),
+        )
+    else:
+        outcome = await _answered(outcome, result, session)
+    await _store(run, host, text, paused, outcome)
+    return outcome
+
+
+async def _run_agent(
+    host: GovernedAgent,
+    given: Any,
+    current: HostRun,
+    rejected: Sequence[Any],
+    transient: Callable[[BaseException], bool],
+) -> RunResult | RunOutcome:
+    """The SDK's ``Runner.run`` with ``current`` as the run its tools see; a failed run's
+    outcome when the agent (or the SDK) failed."""
+    token = enter(current)
+    try:
+        for item in rejected:
+            await record_rejection(current, host, item)
+        return await SDKRunner.run(
+            host.agent,
+            given,
+            max_turns=host.max_turns,
+            run_config=RunConfig(tracing_disabled=True, workflow_name=host.name),
+        )
+    except Exception as exc:  # a host failure stops the run, visibly
+        if isinstance(exc, DatabaseUnavailable) or transient(exc):
+            raise DatabaseUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        run_id = current.run_id
+        log.exception("run %s failed", run_id, extra={"run_id": run_id})
+        return RunOutcome(
+            run_id=run_id,
+            thread_id=current.thread_id,
+            status=RunStatus.FAILED,
+            error=storable_text(f"{type(exc).__name__}: {exc}"[:1000]),
+        )
+    finally:
+        leave(token)
+
+
+async def _answered(outcome: RunOutcome, result: RunResult, session: Session) -> RunOutcome:
+    """A finished run's outcome: its final answer as ``output`` released it, or blocked."""
+    final = result.final_output
+    answer = final if isinstance(final, str) else None
+    if final is not None and answer is None:
+        answer = json.dumps(_plain(final), sort_keys=True, default=str)
+    if answer is not None:
+        # A model may repeat what a tool read: kept as the run's answer, escaped.
+        answer = storable_text(answer)
+    released, stopped = await emit_output(session, answer)
+    if stopped is not None:
+        return blocked(stopped, outcome.run_id, outcome.thread_id)
+    return dataclasses.replace(outcome, answer=released)
+
+
+async def _store(
+    run: SDKRun,
+    host: GovernedAgent,
+    state: str,
+    paused: list[tuple[str, str]],
+    outcome: RunOutcome,
+) -> None:
+    """Store where the run stands, sealed (``StateSeal.version`` of the row)."""
+    row = SealedRow(
+        run_id=run.run_id,
+        agent=host.name,
+        state=state,
+        waiting=tuple(paused),
+        status=outcome.status.value,
+        answer=outcome.answer,
+        error=outcome.error,
+    )
+    await run.states.save(
+        run_id=row.run_id,
+        agent=row.agent,
+        state=row.state,
+        version=run.seal.version(row),
+        waiting=row.waiting,
+        status=row.status,
+        answer=row.answer,
+        error=row.error,
+    )
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def call_id(item: Any) -> str | None:
+    """The SDK's call id of an interruption (``None`` when it has none)."""
+    raw = item.raw_item
+    found = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+    return found if isinstance(found, str) else None
+
+
+async def record_rejection(current: HostRun, host: GovernedAgent, item: Any) -> None:
+    """The interception record of a rejected call (see ``HostRun.record_rejection``)."""
+    found_id = call_id(item)
+    name = getattr(item, "tool_name", None) or getattr(item, "name", None)
+    owner = getattr(item, "agent", None)
+    candidates = [owner, *reachable(host.agent)] if owner is not None else reachable(host.agent)
+    tool = next(
+        (
+            t
+            for agent in candidates
+            for t in getattr(agent, "tools", ())
+            if isinstance(t, FunctionTool) and t.name == name
+        ),
+        None,
+    )
+    try:
+        args = json.loads(getattr(item, "arguments", None) or "{}")
+    except ValueError:
+        args = None
+    if found_id is None or tool is None or not isinstance(args, dict):
+        # The call never had a request of its own then (see ``run_step``'s unrecorded calls).
+        return
+    await current.record_rejection(tool, found_id, args)
+
+
+async def ended(holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
+    """The outcome with the session's records; ``agent_shutdown`` when the run ended."""
+    session = holder.session
+    if session is None:
+        return outcome
+    if outcome.status is not RunStatus.WAITING:
+        await session.shutdown("completed" if outcome.status is RunStatus.COMPLETED else "error")
+    return dataclasses.replace(outcome, records=tuple(record_row(r) for r in session.records()))
+
+
+async def emit_output(session: Any, answer: str | None) -> tuple[str | None, dict[str, Any] | None]:
+    """``output`` for the final answer: the answer as released, or why the run is blocked."""
+    if answer is None:
+        return None, None
+    ctx = session.context("output", content=answer)
+    try:
+        await session.emit(ctx)
+    except InterceptionBlocked as stopped:
+        return None, blocked_reason(stopped)
+    released = ctx["output"]["content"]
+    return released if isinstance(released, str) else json.dumps(released), None
+
+
+def blocked(stopped: dict[str, Any], run_id: str, thread_id: str) -> RunOutcome:
+    """A run a policy stopped: blocked, saying where and why."""
+    detail = stopped.get("message") or stopped.get("reason") or "denied"
+    return RunOutcome(
+        run_id=run_id,
+        thread_id=thread_id,
+        status=RunStatus.BLOCKED,
+        error=f"blocked at {stopped.get('point')}: {detail}"[:1000],
+    )
