@@ -2,7 +2,7 @@
 
 Every vector runs through the graph ``graphs.hosts.langgraph.agent.build_agent`` compiles: the
 governed loop (``start`` / ``agent`` / one ``tools`` task per call) with one ``Session`` per run,
-handed to the nodes in a ``SessionHolder`` as ``graphs/orchestration/runner.py`` does, which also
+handed to the nodes in a ``SessionHolder`` as ``graphs/hosts/langgraph/host.py`` does, which also
 emits the run's ``agent_startup`` and ``input`` through it before the graph is invoked
 (``graphs.run.admission``, so that no checkpoint holds a denied input). The chat model replays the
 vector's ``model_script``; each scripted tool is a ``GovernedTool`` that goes through the tool
