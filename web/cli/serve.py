@@ -29,6 +29,7 @@ from web.cli.command import (
 )
 
 if TYPE_CHECKING:
+    from approvals.model import PendingCall
     from web.engine import Engine
 
 
@@ -158,42 +159,12 @@ def demo_command(
         user, password = await demo_login(engine, engine.settings.data_dir)
         sock = bind("127.0.0.1", port, fallback=True)
         settings = engine.settings.model_copy(update={"public_url": url_of(sock)})
-        prog = shlex.quote(sys.argv[0]) if sys.argv[0].endswith("approvals") else "approvals"
-        decide = f"{prog} decide {first.id}"
-        args = dict(first.shown.get("args") or {})
-        if isinstance(args.get("amount"), int | float):
-            args["amount"] = round(args["amount"] / 2, 2)
-            args["reason"] = "partial refund"
-        # An OpenAI-SDK agent's requests take no edits (docs/openai-agents.md).
-        edit = (
-            f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as {user}\n"
-            if "edit" in first.offered_decisions
-            else ""
-        )
+        how = _how_to_decide(first, user, password, settings.public_url)
         stop = asyncio.Event()
         _stop_on_signals(stop)
         async with serving(settings, sock, engine=engine):
-            typer.echo(
-                f"\nDecide it in the web app: {settings.public_url}/requests/{first.id}\n"
-                f"  sign in as {user} with password {password}\n"
-                "\nor from another terminal, in this directory:\n"
-                f"  {decide} approve --as {user}\n"
-                f"  {decide} reject --reason 'not eligible' --as {user}\n"
-                f"{edit}"
-                "\nA worker is running here and resumes the run as soon as you decide"
-                " (Ctrl-C stops)."
-            )
-            worker_task = asyncio.create_task(engine.worker.run(stop))
-            try:
-                while not stop.is_set():
-                    run = await engine.runs.get(outcome.run_id)
-                    if run is not None and run.status not in (RunStatus.WAITING, RunStatus.RUNNING):
-                        break
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), timeout=0.5)
-            finally:
-                stop.set()
-                await worker_task
+            typer.echo(how)
+            await _work_until_settled(engine, outcome.run_id, stop)
         return await engine.report(outcome.run_id)
 
     report = run_async(main, migrate=True)
@@ -202,3 +173,46 @@ def demo_command(
         typer.echo(f"The agent answered: {report['answer']}")
     for e in report["tool_executions"]:
         typer.echo(f"  {e['tool']} ({e['call_id']}): {e['status']}")
+
+
+def _how_to_decide(first: PendingCall, user: str, password: str, public_url: str) -> str:
+    """The demo's instructions for deciding ``first``: in the web app, or with the CLI (approve,
+    reject and, when the request takes edits, approve a partial refund)."""
+    prog = shlex.quote(sys.argv[0]) if sys.argv[0].endswith("approvals") else "approvals"
+    decide = f"{prog} decide {first.id}"
+    args = dict(first.shown.get("args") or {})
+    if isinstance(args.get("amount"), int | float):
+        args["amount"] = round(args["amount"] / 2, 2)
+        args["reason"] = "partial refund"
+    # An OpenAI-SDK agent's requests take no edits (docs/openai-agents.md).
+    edit = (
+        f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as {user}\n"
+        if "edit" in first.offered_decisions
+        else ""
+    )
+    return (
+        f"\nDecide it in the web app: {public_url}/requests/{first.id}\n"
+        f"  sign in as {user} with password {password}\n"
+        "\nor from another terminal, in this directory:\n"
+        f"  {decide} approve --as {user}\n"
+        f"  {decide} reject --reason 'not eligible' --as {user}\n"
+        f"{edit}"
+        "\nA worker is running here and resumes the run as soon as you decide"
+        " (Ctrl-C stops)."
+    )
+
+
+async def _work_until_settled(engine: Engine, run_id: str, stop: asyncio.Event) -> None:
+    """Run a worker until the run is neither waiting nor running any more, or ``stop`` is set
+    (Ctrl-C)."""
+    worker_task = asyncio.create_task(engine.worker.run(stop))
+    try:
+        while not stop.is_set():
+            run = await engine.runs.get(run_id)
+            if run is not None and run.status not in (RunStatus.WAITING, RunStatus.RUNNING):
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=0.5)
+    finally:
+        stop.set()
+        await worker_task
