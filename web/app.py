@@ -2,8 +2,8 @@
 
 The app owns an engine for its lifetime (or uses one it is given, in tests), the session and
 CSRF machinery, and its faces (``web.faces``): the JSON API under ``/api/v1``, the HTML pages,
-monitoring and the API docs. A face is one module with a module-level ``router``, and one
-``include_router`` line below. ``with_worker`` also runs a resume worker in the same process,
+monitoring and the API docs. A face is one module with a module-level ``router``, and its line
+in ``web.faces.FACES``. ``with_worker`` also runs a resume worker in the same process,
 so a decision made in the browser resumes its run without a separate ``approvals worker``.
 """
 
@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ from fastapi.staticfiles import StaticFiles
 from web.deps import gate_size
 from web.engine import Engine, open_engine, upgrade
 from web.exception_handlers import HANDLERS
-from web.faces import api, api_docs, monitoring
-from web.faces.pages import audit, edit, history, inbox, request_page, run_timeline, sign_in
+from web.faces import FACES
+from web.faces.pages import sign_in
 from web.security import BodyLimit, LoginThrottle, SecurityHeaders, Sessions, secret_key
 from web.settings import Settings
 
@@ -65,17 +66,11 @@ def create_app(
     )
     for exception, handler in HANDLERS.items():
         app.add_exception_handler(exception, handler)
-    # The faces: one line each.
-    app.include_router(api.router)
-    app.include_router(sign_in.router)
-    app.include_router(inbox.router)
-    app.include_router(request_page.router)
-    app.include_router(edit.router)
-    app.include_router(history.router)
-    app.include_router(monitoring.router)
-    app.include_router(audit.router)
-    app.include_router(run_timeline.router)
-    app.include_router(api_docs.router)
+    # The faces (web.faces.FACES), in the order their routes are matched.
+    for face in FACES:
+        app.include_router(import_module(face).router)
+    # Sign-in with an OpenID provider, where the settings name one (its routes are built from
+    # them).
     app.include_router(sign_in.oidc_router(settings), include_in_schema=False)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     # Outermost first: headers on every response, then the body limit.
