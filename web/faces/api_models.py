@@ -75,6 +75,9 @@ class PendingCallView(BaseModel):
 class DecisionIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    #: A verdict (``approvals.decision_kinds.Ruling``; an edit is an approve with ``args``),
+    #: spelled out so that the OpenAPI document lists it in place (the enum would be a schema of
+    #: its own). tests/unit/test_api_decision_kinds.py holds it to the table.
     decision: Literal["approve", "reject", "respond"]
     reason: Reason | None = None
     args: Annotated[dict[str, Any] | None, storable("args")] = None
@@ -87,6 +90,8 @@ class DecisionOut(BaseModel):
     request_id: str
     run_id: str
     call_id: str
+    #: The stored kind (``approvals.decision_kinds.DecisionKind``), spelled out as ``DecisionIn``
+    #: spells its verdicts, and held to the table by the same test.
     decision: Literal["approve", "reject", "edit", "respond"]
     principal: str
     reason: str | None
