@@ -40,22 +40,37 @@ def _failure(what: str, check: Callable[[], object], timeout: float, last: objec
 
 @overload
 async def eventually(
-    check: Callable[[], Awaitable[T]], *, timeout: float = TIMEOUT, what: str = ""
+    check: Callable[[], Awaitable[T | None]],
+    *,
+    timeout: float = TIMEOUT,
+    what: str = "",
+    interval: float = LONGEST_PAUSE,
 ) -> T: ...
 
 
 @overload
-async def eventually(check: Callable[[], T], *, timeout: float = TIMEOUT, what: str = "") -> T: ...
+async def eventually(
+    check: Callable[[], T | None],
+    *,
+    timeout: float = TIMEOUT,
+    what: str = "",
+    interval: float = LONGEST_PAUSE,
+) -> T: ...
 
 
 async def eventually(
-    check: Callable[[], object], *, timeout: float = TIMEOUT, what: str = ""
+    check: Callable[[], object],
+    *,
+    timeout: float = TIMEOUT,
+    what: str = "",
+    interval: float = LONGEST_PAUSE,
 ) -> object:
     """``check()``'s first truthy value (``check`` may be a coroutine function), asked again
-    until there is one; an ``AssertionError`` naming ``what`` after ``timeout`` seconds."""
+    until there is one; an ``AssertionError`` naming ``what`` after ``timeout`` seconds.
+    ``interval``: the longest pause between two checks (a check that costs many queries)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    pause = FIRST_PAUSE
+    pause = min(FIRST_PAUSE, interval)
     while True:
         value = check()
         if inspect.isawaitable(value):
@@ -65,13 +80,19 @@ async def eventually(
         if loop.time() >= deadline:
             raise AssertionError(_failure(what, check, timeout, value))
         await asyncio.sleep(pause)
-        pause = min(pause * 2, LONGEST_PAUSE)
+        pause = min(pause * 2, interval)
 
 
-def eventually_sync(check: Callable[[], T], *, timeout: float = TIMEOUT, what: str = "") -> T:
+def eventually_sync(
+    check: Callable[[], T | None],
+    *,
+    timeout: float = TIMEOUT,
+    what: str = "",
+    interval: float = LONGEST_PAUSE,
+) -> T:
     """``eventually`` for code that runs no event loop (a sync test, a server's thread)."""
     deadline = time.monotonic() + timeout
-    pause = FIRST_PAUSE
+    pause = min(FIRST_PAUSE, interval)
     while True:
         value = check()
         if value:
@@ -79,7 +100,7 @@ def eventually_sync(check: Callable[[], T], *, timeout: float = TIMEOUT, what: s
         if time.monotonic() >= deadline:
             raise AssertionError(_failure(what, check, timeout, value))
         time.sleep(pause)
-        pause = min(pause * 2, LONGEST_PAUSE)
+        pause = min(pause * 2, interval)
 
 
 async def ready_tasks_ran(turns: int = 20) -> None:

@@ -61,6 +61,9 @@ class Adapters:
     tampered: Callable[[str], Awaitable[int]]
     #: A second queue on the same database: another worker.
     other_queue: Callable[[], ResumeQueue]
+    #: How many steps or claims wait for a thread's lock now (not a port method; PostgreSQL:
+    #: the advisory locks not granted in the database, whichever thread's).
+    thread_waiters: Callable[[str], Awaitable[int]]
 
 
 @asynccontextmanager
@@ -90,6 +93,16 @@ async def postgres_adapters(database_url: str) -> AsyncIterator[Adapters]:
     async def disable_user(name: str) -> bool:
         return await accounts.disable_user(name)
 
+    async def thread_waiters(thread_id: str) -> int:
+        async with pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            row = await cursor.fetchone()
+        assert row is not None
+        return int(row["n"])
+
     try:
         yield Adapters(
             backend="postgres",
@@ -105,6 +118,7 @@ async def postgres_adapters(database_url: str) -> AsyncIterator[Adapters]:
             disable_user=disable_user,
             tampered=tampered,
             other_queue=queue,
+            thread_waiters=thread_waiters,
         )
     finally:
         for q in queues:
@@ -120,6 +134,11 @@ def memory_adapters() -> Adapters:
     async def tampered(request_id: str) -> int:
         return 1 if request_id in store.tampered else 0
 
+    async def thread_waiters(thread_id: str) -> int:
+        # asyncio.Lock's own queue of waiters (a private field: the one place that says who
+        # waits).
+        return len(store.thread_lock(thread_id)._waiters or ())
+
     return Adapters(
         backend="memory",
         requests=requests,
@@ -134,4 +153,5 @@ def memory_adapters() -> Adapters:
         disable_user=accounts.disable_user,
         tampered=tampered,
         other_queue=lambda: MemoryResumeQueue(store),
+        thread_waiters=thread_waiters,
     )

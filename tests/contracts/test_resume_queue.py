@@ -4,6 +4,7 @@ claims it (holding its thread), and a claim that does not end cleanly leaves it 
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 
 import pytest
@@ -12,6 +13,7 @@ from approvals.model import DecisionKind, JobStatus, RequestStatus, ResumeJob, R
 from approvals.ports import NewRun, Settlement
 from tests.contracts.backends import Adapters
 from tests.contracts.records import new_request, new_run, record, waiting_run
+from tests.waiting import eventually
 
 
 async def _decided(adapters: Adapters, run: NewRun, call_id: str = "call-1") -> str:
@@ -56,12 +58,19 @@ async def test_racing_workers_claim_each_job_once(adapters: Adapters) -> None:
     for run in runs:
         await _decided(adapters, run)
     claimed: list[str] = []
+    tried = 0
+    everyone_tried = asyncio.Event()
 
     async def work() -> None:
+        nonlocal tried
         async with adapters.other_queue().claim() as job:
+            tried += 1
+            if tried >= 6:
+                everyone_tried.set()
             if job is not None:
                 claimed.append(job.job.request_id)
-                await asyncio.sleep(0.05)
+                # Held until all six have tried to claim: they all race for the jobs.
+                await asyncio.wait_for(everyone_tried.wait(), 30)
                 await job.complete(JobStatus.DONE)
 
     await asyncio.gather(*(work() for _ in range(6)))
@@ -120,7 +129,7 @@ async def test_a_claim_waits_for_its_threads_step(adapters: Adapters) -> None:
     holder = asyncio.create_task(hold())
     await entered.wait()
     claimer = asyncio.create_task(claim())
-    await asyncio.sleep(0.2)
+    await eventually(lambda: adapters.thread_waiters(run.thread_id), what="the claim waiting")
     assert not claimer.done()
     release.set()
     await holder
@@ -147,7 +156,10 @@ async def test_a_claim_that_waited_for_its_threads_step_reads_the_steps_settleme
         async with adapters.runs.begin(step) as lease:
             request_id = await _decided(adapters, step)
             claimer = asyncio.create_task(claim(seen))
-            await asyncio.sleep(0.02)  # the claim waits for the thread
+            await eventually(
+                functools.partial(adapters.thread_waiters, step.thread_id),
+                what="the claim waiting for the thread",
+            )
             lease.settle(
                 Settlement(
                     run_id=step.run_id,

@@ -12,6 +12,7 @@ from approvals.model import RunStatus
 from approvals.ports import NewRun, Settlement
 from tests.contracts.backends import Adapters
 from tests.contracts.records import new_run
+from tests.waiting import eventually
 
 
 def _new_run(thread_id: str = "thread-1") -> NewRun:
@@ -50,7 +51,7 @@ async def test_one_step_at_a_time_holds_a_thread(adapters: Adapters) -> None:
     holder = asyncio.create_task(hold())
     await entered.wait()
     waiter = asyncio.create_task(_enter(adapters, second))
-    await asyncio.sleep(0.2)
+    await eventually(lambda: adapters.thread_waiters("thread-1"), what="a step waiting")
     assert not waiter.done()
     assert await adapters.runs.get(second.run_id) is None
 

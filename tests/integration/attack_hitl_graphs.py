@@ -186,7 +186,7 @@ def slow_to_answer_a_rejection(messages: list[BaseMessage]) -> AIMessage:
     rejecting resume then finishes after an approving one that raced it."""
     results = [m for m in messages if isinstance(m, ToolMessage)]
     if results and results[-1].status == "error":
-        time.sleep(0.3)
+        time.sleep(0.3)  # time is the point: the rejecting turn ends last
     return listed_calls(messages)
 
 

@@ -73,7 +73,7 @@ class SlowAtLookup:
 
     async def intercept(self, ctx: Context, /) -> Verdict:
         if _point(ctx) == "pre_tool_call" and _tool(ctx) == "lookup_order":
-            await asyncio.sleep(5)
+            await asyncio.sleep(5)  # time is the point: the host's timeout must end the wait
         return Verdict.allow()
 
 

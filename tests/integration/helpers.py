@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -12,6 +10,7 @@ import httpx
 
 from approvals.model import JobStatus
 from storage.queue import PgClaimedJob
+from tests.waiting import eventually, ready_tasks_ran
 from web.engine import Engine
 from web.serving import bind, serving, url_of
 from web.settings import Settings
@@ -71,12 +70,64 @@ async def run_status(engine: Engine, run_id: str) -> str:
     return str(await scalar(engine, "SELECT status FROM runs WHERE id = %s", run_id))
 
 
+async def completed(engine: Engine, run_id: str, seconds: float = 30) -> None:
+    """Until the run has completed (a worker, of this process or another, resumed it)."""
+
+    async def done() -> bool:
+        run = await engine.runs.get(run_id)
+        return run is not None and run.status == "completed"
+
+    await eventually(done, timeout=seconds, what=f"run {run_id} to complete")
+
+
 async def until(engine: Engine, query: str, seconds: float = 30) -> None:
     """Wait until ``query`` (one boolean) is true: what a worker of another thread does."""
-    deadline = time.monotonic() + seconds
-    while not await scalar(engine, query):
-        assert time.monotonic() < deadline, f"still not true after {seconds} s: {query}"
-        await asyncio.sleep(0.05)
+    await eventually(lambda: scalar(engine, query), timeout=seconds, what=query)
+
+
+#: Whether a backend of this database waits for a lock (a row's, an advisory lock): the
+#: statement a test set up to block on another transaction has reached that point.
+WAITS_FOR_A_LOCK = (
+    "select count(*) > 0 from pg_stat_activity"
+    " where datname = current_database() and wait_event_type = 'Lock'"
+)
+
+
+#: Whether a backend of this database LISTENs for queued resumes: a worker's queue that waits
+#: for a notification (its last statement, done: a listening connection sends nothing more
+#: until it is woken). A resume queued from then on wakes it.
+LISTENS_FOR_RESUMES = (
+    "select count(*) > 0 from pg_stat_activity where datname = current_database()"
+    " and query = 'LISTEN approvals_resume' and state = 'idle'"
+)
+
+
+@contextmanager
+def counted_waits(queue: Any) -> Iterator[Callable[[], int]]:
+    """For the block, count the waits for a notification that ``queue`` (a resume queue) has
+    begun: yields the count so far. A worker's idle wait is one."""
+    original = queue.wait
+    begun = 0
+
+    async def wait(seconds: float) -> bool:
+        nonlocal begun
+        begun += 1
+        return bool(await original(seconds))
+
+    queue.wait = wait
+    try:
+        yield lambda: begun
+    finally:
+        queue.wait = original
+
+
+async def idle(engine: Engine, waits: Callable[[], int], count: int = 1) -> None:
+    """Until a worker on ``engine``'s database is in its ``count``-th wait for a notification
+    (``counted_waits``): begun, its queue listening, and every task that was ready has run (so
+    the wait is under way: from a listening connection, it needs no I/O to get there)."""
+    await eventually(lambda: waits() >= count, what=f"wait number {count} of the worker")
+    await until(engine, LISTENS_FOR_RESUMES)
+    await ready_tasks_ran()
 
 
 @contextmanager

@@ -97,7 +97,7 @@ def credit_plain(deps: GraphDeps) -> Pregel[Any, Any, Any, Any]:
 async def _load_tools(deps: GraphDeps) -> list[BaseTool]:
     """Tools that take a round trip to load, as ``await client.get_tools()`` does (an MCP
     client asks its servers which tools they have)."""
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # it suspends, as a round trip would: the factory must be awaited
     return [_recording_refund(deps)]
 
 

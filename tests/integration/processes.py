@@ -40,15 +40,3 @@ async def spawn(env: dict[str, str], *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         APPROVALS, *args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-
-
-async def eventually(check: Any, timeout: float = 60, interval: float = 0.1) -> Any:
-    """Poll an async predicate until it returns something truthy."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(interval)

@@ -57,7 +57,7 @@ def http_receiver(**behaviour: Any) -> Iterator[HttpReceiver]:
                 Received(self.path, dict(self.headers.items()), body, time.monotonic())
             )
             if receiver.delay:
-                time.sleep(receiver.delay)
+                time.sleep(receiver.delay)  # a slow receiver: its delay is the point
             reply = b"ok" if status == 200 else b"try again" if status >= 500 else b"no"
             self.send_response(status)
             self.send_header("Content-Length", str(len(reply)))

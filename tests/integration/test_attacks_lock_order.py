@@ -18,12 +18,14 @@ from approvals.model import RunStatus
 from approvals.ports import NewRequest
 from storage.db import sql
 from tests.integration.helpers import scalar, start_refund
+from tests.waiting import eventually
 from web.engine import Engine
 
 
 async def _blocked(watcher: psycopg.AsyncConnection[dict[str, Any]], *, besides: int) -> None:
     """Wait until some backend other than ``besides`` waits for a lock."""
-    for _ in range(250):
+
+    async def waiting() -> int:
         row = await (
             await watcher.execute(
                 "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database()"
@@ -31,10 +33,9 @@ async def _blocked(watcher: psycopg.AsyncConnection[dict[str, Any]], *, besides:
                 (besides,),
             )
         ).fetchone()
-        if row is not None and row["n"]:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("nothing ever waited for the decision's lock")
+        return 0 if row is None else int(row["n"])
+
+    await eventually(waiting, what="a backend to wait for the decision's lock")
 
 
 def _decision(request_id: str) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from psycopg.rows import dict_row
 from approvals.errors import InvalidValue
 from approvals.model import RunStatus
 from storage.db import sql
-from tests.integration.helpers import scalar, start_refund
+from tests.integration.helpers import WAITS_FOR_A_LOCK, scalar, start_refund
 from tests.integration.inprocess import invoke
+from tests.waiting import eventually
 from web.engine import Engine
 
 
@@ -114,7 +115,12 @@ async def test_a_prune_racing_a_decision_on_a_finished_runs_request_keeps_it_who
         ).fetchone()
         assert locked is not None
         pruning = asyncio.create_task(engine.prune(timedelta(days=30), principal="ops"))
-        await asyncio.sleep(0.5)
+
+        async def pruned_or_waiting() -> bool:
+            return pruning.done() or bool(await scalar(engine, WAITS_FOR_A_LOCK))
+
+        # The prune has gone as far as it can: done, or waiting for the request's row.
+        await eventually(pruned_or_waiting, what="the prune to end or wait for the row")
         decided = await (
             await decider.execute(
                 sql("decide"),

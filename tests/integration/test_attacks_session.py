@@ -27,7 +27,15 @@ from approvals.identity import call_identity
 from approvals.model import DecisionRecord, RequestStatus, Vote
 from graphs.orchestration.worker import Worker
 from tests.integration import attack_graphs, governed_graphs
-from tests.integration.helpers import scalar, side_effects, start_refund
+from tests.integration.helpers import (
+    completed,
+    counted_waits,
+    idle,
+    scalar,
+    side_effects,
+    start_refund,
+)
+from tests.waiting import ready_tasks_ran
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -242,6 +250,8 @@ async def test_an_operator_decision_racing_the_expiry_sweep_is_one_or_the_other(
                 " where id = %s",
                 (10 * i, request_id),
             )
+        # Time is the point here: the deadlines are spread across the moment both arrive,
+        # which is a little after this.
         await asyncio.sleep(0.03)
 
         decided, _ = await asyncio.gather(
@@ -488,41 +498,35 @@ async def test_a_failed_job_leaves_its_run_to_the_other_decision_and_each_call_r
 POLL = 60.0  # far longer than any wait below: only a notification can wake the worker
 
 
-async def _completed(engine: Engine, run_id: str) -> None:
-    for _ in range(200):
-        current = await engine.runs.get(run_id)
-        if current is not None and current.status == "completed":
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the idle worker was not woken by the decision")
-
-
 async def test_a_worker_stopped_mid_wait_and_started_again_is_still_woken(engine: Engine) -> None:
     """Stopping cancels the queue's ``notifies()`` wait on its LISTEN connection; a worker
     started again on the same queue (the connection kept) must still be woken by a decision,
     long before its poll interval, and resume it once."""
-    for _ in range(3):
-        worker = Worker(runner=engine.runner, queue=engine.queue, poll_interval=POLL)
-        stop = asyncio.Event()
-        task = asyncio.create_task(worker.run(stop))
-        await asyncio.sleep(0.2)  # idle, waiting for a notification
-        stop.set()
-        await asyncio.wait_for(task, timeout=POLL / 4)
+    with counted_waits(engine.queue) as waits:
+        for round_ in range(1, 4):
+            worker = Worker(runner=engine.runner, queue=engine.queue, poll_interval=POLL)
+            stop = asyncio.Event()
+            task = asyncio.create_task(worker.run(stop))
+            await idle(engine, waits, round_)  # idle, waiting for a notification
+            stop.set()
+            await asyncio.wait_for(task, timeout=POLL / 4)
     # A notification sent while no worker waits is not lost either: the next wait sees it.
     run = await start_refund(engine)
     await engine.decide_as_operator(run.pending[0], "approve", principal="local:ops")
     worker = Worker(runner=engine.runner, queue=engine.queue, poll_interval=POLL)
     stop = asyncio.Event()
-    task = asyncio.create_task(worker.run(stop))
-    try:
-        await _completed(engine, run.run_id)
-        later = await start_refund(engine, "refund 1002")
-        await asyncio.sleep(0.2)
-        await engine.decide_as_operator(later.pending[0], "approve", principal="local:ops")
-        await _completed(engine, later.run_id)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=POLL / 4)
+    with counted_waits(engine.queue) as waits:
+        task = asyncio.create_task(worker.run(stop))
+        try:
+            # Long before the poll interval: only a notification can have woken it.
+            await completed(engine, run.run_id, seconds=POLL / 6)
+            later = await start_refund(engine, "refund 1002")
+            await idle(engine, waits)  # it resumed the first run; now it waits
+            await engine.decide_as_operator(later.pending[0], "approve", principal="local:ops")
+            await completed(engine, later.run_id, seconds=POLL / 6)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, timeout=POLL / 4)
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
     assert len(await side_effects(engine, later.run_id, "refund-1002")) == 1
 
@@ -531,9 +535,13 @@ async def test_the_queues_listen_connection_delivers_after_a_cancelled_wait(
     engine: Engine,
 ) -> None:
     queue = engine.queue
+    # One whole wait first (nothing is queued: it times out), which makes the queue's LISTEN
+    # connection: each wait below is cancelled inside the notifies() it then goes straight to.
+    assert await queue.wait(0.01) is False
     for _ in range(3):
         waiting = asyncio.ensure_future(queue.wait(POLL))
-        await asyncio.sleep(0.1)
+        await ready_tasks_ran()
+        assert not waiting.done()
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting

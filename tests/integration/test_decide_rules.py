@@ -12,7 +12,7 @@ import pytest
 from approvals.errors import InvalidDecision, NotAllowed, RequestNotFound, RequestNotPending
 from approvals.model import DecisionKind, DecisionRecord, RequestStatus
 from approvals.principals import Principal
-from tests.integration.helpers import scalar, start_refund
+from tests.integration.helpers import WAITS_FOR_A_LOCK, scalar, start_refund, until
 from tests.integration.inprocess import invoke
 from web.engine import Engine
 
@@ -77,16 +77,7 @@ async def test_an_escalation_that_commits_while_a_decision_waits_is_judged_by_th
         # The decision reads the request as it was (the update is not committed) and passes
         # the early check; it must then wait for the row, and judge it as it is now.
         deciding = asyncio.create_task(engine.decide(request_id, "approve", principal=OPAL))
-        for _ in range(500):
-            await asyncio.sleep(0.01)
-            waiting = await scalar(
-                engine,
-                "select count(*) from pg_stat_activity"
-                " where wait_event_type = 'Lock' and datname = current_database()",
-            )
-            if waiting:
-                break
-        assert waiting, "the decision never waited for the request's row"
+        await until(engine, WAITS_FOR_A_LOCK)  # the decision waits for the request's row
         assert not deciding.done()
     with pytest.raises(NotAllowed, match="only members of finance may decide it"):
         await deciding

@@ -18,7 +18,7 @@ from graphs.orchestration.worker import ExpirySweeper
 from tests.integration.expiry_graphs import GRAPHS
 from tests.integration.helpers import scalar, side_effects, start_refund
 from tests.integration.inprocess import invoke
-from tests.integration.processes import eventually
+from tests.waiting import eventually
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -124,8 +124,15 @@ async def test_an_approval_after_the_deadline_is_refused_and_the_run_resumes_as_
         request = await engine.requests.get(request_id)
         assert request is not None
         assert request.expires_at - request.created_at < timedelta(seconds=2)
-        await asyncio.sleep(max(0.0, (request.expires_at - datetime.now(UTC)).total_seconds()))
-        await asyncio.sleep(0.05)
+        # The deadline passes, by the database's clock (the one a decision is checked by).
+        await eventually(
+            lambda: scalar(
+                engine,
+                "select expires_at <= now() from approval_requests where id = %s",
+                request_id,
+            ),
+            what="the request's deadline to pass",
+        )
 
         # The approver submits after the deadline, before any sweep: refused.
         with pytest.raises(RequestNotPending) as refused:
@@ -164,7 +171,8 @@ async def test_deciders_racing_the_sweeper_at_the_deadline_give_exactly_one_outc
 
         async def decide(i: int, request_id: str = request_id) -> object:
             # Around the deadline, mostly after it: some rounds a decider is in time, some
-            # rounds none is and the sweeper takes the request.
+            # rounds none is and the sweeper takes the request. Time is the point: a random
+            # moment near the deadline.
             await asyncio.sleep(random.uniform(0.145, 0.2))
             try:
                 return await engine.decide_as_operator(
@@ -173,15 +181,22 @@ async def test_deciders_racing_the_sweeper_at_the_deadline_give_exactly_one_outc
             except RequestNotPending as exc:
                 return exc
 
-        async def sweep() -> list[str]:
-            expired: list[str] = []
-            for _ in range(30):
-                expired.extend((await expiry.sweep()).expired)
-                await asyncio.sleep(0.01)
-            return expired
+        deciding = asyncio.gather(*(decide(i) for i in range(8)))
 
-        *decided, expired = await asyncio.gather(*(decide(i) for i in range(8)), sweep())
-        assert isinstance(expired, list)
+        async def sweep(deciding: asyncio.Future[list[object]]) -> list[str]:
+            # A sweeper sweeping often, through the deadline, until every decider has had its
+            # answer, and once more after that: a request no decider got in time was past its
+            # deadline for one of them, so that last sweep expires it if none did before.
+            expired: list[str] = []
+            while True:
+                last = deciding.done()
+                expired.extend((await expiry.sweep()).expired)
+                if last:
+                    return expired
+                await asyncio.sleep(0.01)  # the sweeper's pace: time is the point
+
+        expired = await sweep(deciding)
+        decided = await deciding
         won = [d for d in decided if isinstance(d, DecisionRecord)]
         assert all(isinstance(d, DecisionRecord | RequestNotPending) for d in decided)
         assert len(won) + len(expired) == 1, (won, expired)

@@ -15,8 +15,9 @@ import pytest
 from approvals.model import ExecutionStatus
 from storage.embedded import start_embedded, stop_embedded
 from storage.migrate import upgrade
-from tests.integration.helpers import person_token, side_effects, start_refund
-from tests.integration.processes import cli, eventually, spawn
+from tests.integration.helpers import person_token, side_effects, start_refund, until
+from tests.integration.processes import cli, spawn
+from tests.waiting import eventually
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -108,7 +109,8 @@ async def test_a_web_server_killed_during_decisions_leaves_each_decided_once_or_
             return response.status_code
 
         posts = [asyncio.create_task(decide(r.pending[0])) for r in runs]
-        await asyncio.sleep(0.05)
+        # The server is deciding: one decision is in, the others are on their way.
+        await until(engine, "select count(*) > 0 from decisions", seconds=60)
         server.send_signal(signal.SIGKILL)
         await server.wait()
         statuses = await asyncio.gather(*posts)
@@ -143,6 +145,14 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
         async with open_engine(url, settings) as engine:
             runs = [await start_refund(engine) for _ in range(8)]
         worker = await spawn(env, "worker")
+        assert worker.stderr is not None
+        said: list[str] = []  # the worker's log, line by line
+
+        async def read_log(stream: asyncio.StreamReader) -> None:
+            async for line in stream:
+                said.append(line.decode(errors="replace"))
+
+        reading = asyncio.create_task(read_log(worker.stderr))
         try:
             async with open_engine(url, settings) as engine:
                 for run in runs[:4]:
@@ -157,10 +167,19 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
                     await eventually(resuming, timeout=60, interval=0.05)
                 except AssertionError:
                     worker.kill()
-                    out, err = await worker.communicate()
-                    raise AssertionError(f"no resume: {out.decode()} {err.decode()}") from None
+                    await worker.wait()
+                    await reading
+                    raise AssertionError(f"no resume: {''.join(said)}") from None
             assert stop_embedded(data_dir)
-            await asyncio.sleep(1)
+            # The worker finds the database gone (and says it will retry) before it comes back.
+            try:
+                await eventually(
+                    lambda: any("retrying in" in line for line in said),
+                    timeout=60,
+                    what="the worker to notice the database is gone",
+                )
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; it said: {''.join(said)}") from None
             assert start_embedded(data_dir) == url
             async with open_engine(url, settings) as engine:
                 for run in runs[4:]:
@@ -219,5 +238,6 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
         finally:
             worker.send_signal(signal.SIGTERM)
             await asyncio.wait_for(worker.wait(), 60)
+            await reading
     finally:
         stop_embedded(data_dir)

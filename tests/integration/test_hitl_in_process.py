@@ -40,7 +40,7 @@ def _refund_agent(middleware: Any, ran: list[dict[str, Any]]) -> Any:
     @tool
     def issue_refund(order_id: str, amount: float) -> str:
         """Refund an order."""
-        # Slow enough that racing resumes overlap while it runs.
+        # Slow enough that racing resumes overlap while it runs (time is the point).
         time.sleep(0.05)
         ran.append({"order_id": order_id, "amount": amount})
         return f"refunded {amount} on {order_id}"

@@ -17,7 +17,8 @@ import pytest
 from approvals.model import DecisionRecord, ExecutionStatus
 from tests.integration.helpers import side_effects
 from tests.integration.inprocess import invoke
-from tests.integration.processes import cli, eventually, spawn
+from tests.integration.processes import cli, spawn
+from tests.waiting import eventually
 from web.engine import Engine, open_engine
 from web.settings import Settings
 

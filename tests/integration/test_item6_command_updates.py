@@ -18,7 +18,8 @@ from langgraph.prebuilt import ToolNode
 from approvals.model import ExecutionStatus
 from tests.integration import item6_graphs
 from tests.integration.helpers import thread_values
-from tests.integration.processes import eventually, spawn
+from tests.integration.processes import spawn
+from tests.waiting import eventually
 from web.engine import Engine, open_engine
 from web.settings import Settings
 

@@ -33,7 +33,8 @@ from graphs.run.config import engine_configurable
 from tests.integration import middleware_graphs
 from tests.integration.helpers import scalar, side_effects
 from tests.integration.inprocess import invoke
-from tests.integration.processes import cli, eventually, spawn
+from tests.integration.processes import cli, spawn
+from tests.waiting import eventually
 from web.engine import Engine, open_engine
 from web.settings import Settings
 

@@ -21,10 +21,11 @@ from approvals.notify import (
     signature_headers,
     verify_signature,
 )
-from tests.integration.helpers import scalar, start_refund
+from tests.integration.helpers import scalar, start_refund, until
 from tests.integration.inprocess import invoke
-from tests.integration.processes import eventually, spawn
+from tests.integration.processes import spawn
 from tests.integration.receivers import HttpReceiver, MailRecorder, http_receiver, smtp_receiver
+from tests.waiting import eventually
 from web.engine import Engine, open_engine
 from web.notifier import Notifier
 from web.settings import Settings, WebhookTarget
@@ -93,11 +94,21 @@ def notifier_for(engine: Engine, settings: Settings) -> Notifier:
 
 async def pass_until(notifier: Notifier, done: Any, timeout: float = 10.0) -> None:
     """Run notifier passes (as the loop would, polling quickly) until ``done()`` holds."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "notifications did not arrive in time"
-        await notifier.run_once()
-        await asyncio.sleep(0.02)
+
+    async def passed() -> bool:
+        if not done():
+            await notifier.run_once()
+        return bool(done())
+
+    await eventually(passed, timeout=timeout, what="the notifications to arrive")
+
+
+#: Whether every retry the notifier scheduled (sent again later, or cancelled since by a
+#: decision or an escalation) is due by now: a pass from here sends whatever is still owed.
+RETRIES_DUE = (
+    "select coalesce(bool_and(next_attempt_at <= now()), true) from notification_deliveries"
+    " where status in ('retry', 'cancelled')"
+)
 
 
 async def escalate(engine: Engine, request_id: str, group: str) -> None:
@@ -294,7 +305,7 @@ async def test_a_receiver_that_keeps_failing_is_given_up_after_the_last_attempt(
         )
         request_id = (await start_refund(engine)).pending[0]
         await pass_until(notifier, lambda: len(hook.requests) == 3)
-        await asyncio.sleep(0.3)
+        await until(engine, RETRIES_DUE)
         assert await notifier.run_once() == 0
     assert len(hook.requests) == 3
     log = await engine.notifications.attempts(request_id)
@@ -313,7 +324,7 @@ async def test_a_4xx_answer_is_not_retried(engine: Engine, settings: Settings) -
         notifier = notifier_for(engine, notifying(settings, hook=hook, notify_backoff_seconds=0.01))
         request_id = (await start_refund(engine)).pending[0]
         assert await notifier.run_once() == 1
-        await asyncio.sleep(0.1)
+        await until(engine, RETRIES_DUE)
         assert await notifier.run_once() == 0
     assert len(hook.requests) == 1
     log = await engine.notifications.attempts(request_id)
@@ -330,7 +341,7 @@ async def test_an_unreachable_receiver_is_retried_and_the_error_logged(
     )
     request_id = (await start_refund(engine)).pending[0]
     await notifier.run_once()
-    await asyncio.sleep(0.05)
+    await until(engine, RETRIES_DUE)
     await notifier.run_once()
     log = await engine.notifications.attempts(request_id)
     assert [(a["status"], a["response_code"]) for a in log] == [("retry", None), ("failed", None)]
@@ -373,7 +384,7 @@ async def test_retries_stop_once_the_request_is_decided(engine: Engine, settings
         decided = (await start_refund(engine)).pending[0]
         assert await notifier.run_once() == 1
         await engine.decide_as_operator(decided, "approve", principal="support:lead")
-        await asyncio.sleep(0.1)
+        await until(engine, RETRIES_DUE)  # the retry it had would be due by now
         assert await notifier.run_once() == 0
     assert len(hook.requests) == 1
     [delivery] = await engine.notifications.for_request(decided)
@@ -388,9 +399,9 @@ async def test_an_escalation_replaces_the_retries_of_the_level_before(
         request_id = (await start_refund(engine)).pending[0]
         assert await notifier.run_once() == 1  # answered 500: a retry is due later
         await escalate(engine, request_id, "finance")
-        await asyncio.sleep(0.1)
+        await until(engine, RETRIES_DUE)  # the stale retry would be due by now
         assert await notifier.run_once() == 1  # the escalation; the stale retry is dropped
-        await asyncio.sleep(0.1)
+        await until(engine, RETRIES_DUE)
         assert await notifier.run_once() == 0
     assert [json.loads(r.body)["event"] for r in hook.requests] == [
         "request.waiting",
@@ -501,7 +512,7 @@ async def test_a_receiver_that_trickles_its_answer_ends_the_attempt_before_the_l
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
         try:
             for _ in range(100):
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.2)  # a receiver that trickles: its pace is the point
                 writer.write(b"x")
                 await writer.drain()
         except (ConnectionError, OSError):

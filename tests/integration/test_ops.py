@@ -12,7 +12,13 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from approvals.errors import RequestNotPending, RunEnded, RunNotFound, ThreadBusy
 from approvals.model import JobStatus, RequestStatus, RunStatus
-from tests.integration.helpers import side_effects, start_refund, thread_lock
+from tests.integration.helpers import (
+    WAITS_FOR_A_LOCK,
+    side_effects,
+    start_refund,
+    thread_lock,
+    until,
+)
 from tests.integration.inprocess import invoke
 from web.engine import Engine
 
@@ -182,7 +188,7 @@ async def test_a_cancel_waits_for_the_step_in_progress(engine: Engine) -> None:
         cancelling = asyncio.create_task(
             operations.cancel(run.run_id, principal="ops", reason=None)
         )
-        await asyncio.sleep(0.5)
+        await until(engine, WAITS_FOR_A_LOCK)  # the cancel waits for the thread's lock
         assert not cancelling.done()
     cancelled = await asyncio.wait_for(cancelling, 10)
     assert cancelled.requests == 1

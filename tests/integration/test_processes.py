@@ -11,7 +11,8 @@ from approvals.model import ExecutionStatus
 from storage.queue import CHANNEL
 from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
 from tests.integration.inprocess import invoke
-from tests.integration.processes import cli, eventually, spawn
+from tests.integration.processes import cli, spawn
+from tests.waiting import eventually
 from web.engine import Engine
 
 pytestmark = pytest.mark.slow

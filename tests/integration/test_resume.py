@@ -19,7 +19,7 @@ from approvals.model import (
     ToolExecution,
 )
 from graphs.run.outcome import RunOutcome
-from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock
+from tests.integration.helpers import scalar, side_effects, start_refund, thread_lock, until
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -411,11 +411,8 @@ async def test_a_claim_that_waited_for_the_thread_reads_the_trail_after_the_wait
             requests["refund-1002"], "reject", principal="bob", reason="no"
         )
         tasks.append(asyncio.create_task(second_worker()))
-        for _ in range(500):  # until the second claim waits on the thread's lock
-            if await scalar(engine, "select count(*) from pg_locks where not granted"):
-                return
-            await asyncio.sleep(0.01)
-        pytest.fail("the second claim never waited for the thread's lock")
+        # The second claim waits on the thread's lock.
+        await until(engine, "select count(*) > 0 from pg_locks where not granted")
 
     async with engine.queue.claim() as held:
         assert held is not None

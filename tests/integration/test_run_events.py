@@ -14,7 +14,8 @@ import pytest
 
 from graphs.run.step_events import StepEvents
 from storage.run_events import RunEventHub
-from tests.integration.helpers import scalar
+from tests.integration.helpers import scalar, until
+from tests.waiting import eventually
 from web.engine import Engine, open_engine
 from web.settings import Settings
 
@@ -117,15 +118,11 @@ async def test_a_stream_is_woken_by_its_runs_events_only_and_outlives_a_lost_con
         )
         assert killed == 1
         assert await sub.wait(10)
-        for _ in range(200):
-            listening = await scalar(
-                hosts,
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND query LIKE 'LISTEN approvals_run_events%%'",
-            )
-            if listening:
-                break
-            await asyncio.sleep(0.05)
+        await until(
+            hosts,
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query LIKE 'LISTEN approvals_run_events%%'",
+        )
         await events.publish(mine.run_id, "again", {"messages": []})
         assert await sub.wait(10)
         sub.close()
@@ -163,11 +160,12 @@ async def test_a_long_steps_updates_are_written_on_the_way_and_the_rest_by_its_s
     updates = StepEvents(run.run_id, hosts.run_events.publish, flush_after=0.05)
     updates.add("agent", {"messages": [{"content": "thinking", "tool_calls": []}]})
     updates.add("tools", {"messages": []})
-    for _ in range(200):
+
+    async def both_written() -> list[Any]:
         written = (await hosts.run_events.after(run.run_id, 0))[before:]
-        if len(written) == 2:
-            break
-        await asyncio.sleep(0.05)
+        return written if len(written) == 2 else []
+
+    written = await eventually(both_written, what="the step's two updates, written on the way")
     # A stream of the step saw them while it ran, in order.
     assert [e["node"] for e in written] == ["agent", "tools"]
     updates.add("agent", {"messages": [{"content": "done", "tool_calls": []}]})
@@ -176,5 +174,6 @@ async def test_a_long_steps_updates_are_written_on_the_way_and_the_rest_by_its_s
         ("agent", {"messages": [{"content": "done", "tool_calls": []}]}),
     )
     updates.add("late", {"messages": []})
+    # Time is the point: nothing is written in four times the flush delay (50 ms) either.
     await asyncio.sleep(0.2)
     assert len(await hosts.run_events.after(run.run_id, 0)) == before + 2

@@ -10,6 +10,7 @@ from approvals.notify import DELIVERY_HEADER
 from tests.integration.helpers import start_refund
 from tests.integration.receivers import HttpReceiver, http_receiver
 from tests.integration.test_notifications import PUBLIC_URL, notifying, verified
+from tests.waiting import eventually
 from web.engine import Engine, open_engine
 from web.notifier import Notifier
 from web.settings import Settings
@@ -84,11 +85,16 @@ async def test_a_run_notification_the_receiver_refuses_for_now_is_retried(
         notifier = Notifier.from_settings(engine.notifications, configured, engine.run_events)
         outcome = await start_refund(engine, "refund 1001")
         events = engine.run_events
-        deadline = asyncio.get_running_loop().time() + 10
-        while not [d for d in await events.notifications(outcome.run_id) if d["attempts"] >= 2]:
-            assert asyncio.get_running_loop().time() < deadline, hook.requests
+
+        async def retried() -> bool:
+            """A notifier pass, until one attempt of the run's notification was its second."""
+            deliveries = await events.notifications(outcome.run_id)
+            if any(d["attempts"] >= 2 for d in deliveries):
+                return True
             await notifier.run_once()
-            await asyncio.sleep(0.05)
+            return False
+
+        await eventually(retried, timeout=10, what="a second attempt of the notification")
         sent = run_bodies(hook)
     deliveries = await events.notifications(outcome.run_id)
     assert [(d["event"], d["status"]) for d in deliveries] == [("waiting", "retry")]

@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 
 from storage.db import sql
 from tests.integration.helpers import start_refund
+from tests.waiting import eventually
 from web.engine import Engine
 
 
@@ -63,12 +64,10 @@ async def test_a_settlement_and_a_decision_on_its_request_both_commit(
                 (run.run_id, request_id, "interrupt-x"),
             )
         )
-        for _ in range(200):
-            if await _waiting_on_a_lock(watcher, settler.info.backend_pid):
-                break
-            await asyncio.sleep(0.02)
-        else:
-            raise AssertionError("the settlement never waited for the request's row")
+        await eventually(
+            lambda: _waiting_on_a_lock(watcher, settler.info.backend_pid),
+            what="the settlement to wait for the request's row",
+        )
         # The decision references the run: with FOR UPDATE on the run this was a deadlock.
         decided = await (
             await decider.execute(

@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from graphs.orchestration.worker import Worker
-from tests.integration.helpers import side_effects, start_refund
+from tests.integration.helpers import completed, counted_waits, idle, side_effects, start_refund
 from web.engine import Engine
 
 POLL = 60.0  # far longer than any wait below: stopping must not depend on it
@@ -16,8 +16,9 @@ POLL = 60.0  # far longer than any wait below: stopping must not depend on it
 async def test_an_idle_worker_stops_without_waiting_out_its_poll_interval(engine: Engine) -> None:
     worker = Worker(runner=engine.runner, queue=engine.queue, poll_interval=POLL)
     stop = asyncio.Event()
-    task = asyncio.create_task(worker.run(stop))
-    await asyncio.sleep(0.3)  # drained the empty queue; now waiting for a notification
+    with counted_waits(engine.queue) as waits:
+        task = asyncio.create_task(worker.run(stop))
+        await idle(engine, waits)  # drained the empty queue; now waiting for a notification
     assert not task.done()
     began = time.monotonic()
     stop.set()
@@ -30,19 +31,15 @@ async def test_a_stopped_worker_still_wakes_for_work_until_then(engine: Engine) 
     while the worker idles is resumed long before the poll interval, exactly once."""
     worker = Worker(runner=engine.runner, queue=engine.queue, poll_interval=POLL)
     stop = asyncio.Event()
-    task = asyncio.create_task(worker.run(stop))
-    try:
-        run = await start_refund(engine)
-        await asyncio.sleep(0.3)
-        await engine.decide_as_operator(run.pending[0], "approve", principal="local:ops")
-        for _ in range(200):
-            current = await engine.runs.get(run.run_id)
-            if current is not None and current.status == "completed":
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the idle worker was not woken by the decision")
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, timeout=POLL / 4)
+    with counted_waits(engine.queue) as waits:
+        task = asyncio.create_task(worker.run(stop))
+        try:
+            run = await start_refund(engine)
+            await idle(engine, waits)
+            await engine.decide_as_operator(run.pending[0], "approve", principal="local:ops")
+            # Long before the poll interval: only the notification can have woken it.
+            await completed(engine, run.run_id, seconds=POLL / 6)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, timeout=POLL / 4)
     assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1

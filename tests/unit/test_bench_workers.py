@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from bench.cycle_workers import WorkerTasks
+from tests.waiting import ready_tasks_ran
 
 
 class Broken:
@@ -76,7 +77,7 @@ async def test_quiet_waits_for_the_claim_that_resumed_the_run_to_end() -> None:
         workers.wake()
         assert await workers.outcome(resumed, 10) == "completed"
         quiet = asyncio.create_task(workers.quiet())
-        await asyncio.sleep(0.05)
+        await ready_tasks_ran()  # all in this loop, on events: nothing else could let it end
         assert not quiet.done(), "quiet before the claim ended"
         close.set()
         await asyncio.wait_for(quiet, 10)

@@ -112,6 +112,8 @@ class Scripted:
 
     async def _later(self, context: dict[str, Any]) -> Any:
         if self.step.kind == "timeout":
+            # Past the emitter's timeout, the point of this script (InstantTimeoutLoop: it
+            # costs no wall time).
             await asyncio.sleep(TIMEOUT * 20)
         await asyncio.sleep(0)
         return self._now(context)
@@ -163,7 +165,7 @@ class ScriptedResolver:
 
     async def _later(self, request: ApprovalRequest, answer: Resolution) -> ApprovalResolution:
         if answer.kind == "timeout":
-            await asyncio.sleep(TIMEOUT * 20)
+            await asyncio.sleep(TIMEOUT * 20)  # past the timeout, as above
         return self._answer(request, answer)
 
     def _answer(self, request: ApprovalRequest, answer: Resolution) -> ApprovalResolution:

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from graphs.run.step_events import StepEvents
+from tests.waiting import eventually
 
 
 class Sink:
@@ -42,9 +43,7 @@ async def test_a_long_step_writes_its_updates_in_order_and_leaves_only_the_rest(
     updates = StepEvents("run-1", sink, flush_after=0.01)
     updates.add("agent", {})
     updates.add("tools", {})
-    await asyncio.wait_for(sink.wrote.wait(), 5)
-    while len(sink.written) < 2:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: len(sink.written) == 2, what="both updates written on the way")
     updates.add("agent", {"last": True})
 
     assert await updates.take() == (("agent", {"last": True}),)
@@ -57,10 +56,7 @@ async def test_an_update_a_write_on_the_way_failed_is_left_to_the_settlement_onc
     updates = StepEvents("run-1", sink, flush_after=0.01)
     updates.add("agent", {})
     updates.add("tools", {})
-    for _ in range(500):
-        if sink.refuse == 0:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: sink.refuse == 0, what="the write on the way, refused")
 
     assert await updates.take() == (("agent", {}), ("tools", {}))
     assert sink.written == []
@@ -71,6 +67,7 @@ async def test_after_the_step_ended_nothing_more_is_written_from_there() -> None
     updates = StepEvents("run-1", sink, flush_after=0.01)
     await updates.take()
     updates.add("late", {})
+    # Time is the point: nothing is written in five times the flush delay either.
     await asyncio.sleep(0.05)
 
     assert sink.written == []

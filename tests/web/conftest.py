@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import uvicorn
 
 from graphs.orchestration.runner import Runner
 from tests.integration.helpers import person_token, run_status, until
+from tests.waiting import eventually_sync
 from web.app import create_app
 from web.engine import Engine
 from web.serving import bind, server_config
@@ -66,11 +66,9 @@ def serving(web_settings: Settings) -> Iterator[Server]:
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not uv.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the web server did not start")
-        time.sleep(0.02)
+    eventually_sync(lambda: uv.started or not thread.is_alive(), what="the web server to start")
+    if not uv.started:
+        raise RuntimeError("the web server did not start")
     try:
         yield Server(url=url, settings=settings)
     finally:

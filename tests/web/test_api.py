@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import httpx
 import pytest
 
 from tests.integration.helpers import person_token, scalar, until
+from tests.waiting import eventually
 from tests.web.conftest import Server, failed_refund
 from web.engine import Engine
 
@@ -24,12 +24,13 @@ def client(server: Server, secret: str | None) -> httpx.AsyncClient:
 
 
 async def wait_for_run(api: httpx.AsyncClient, run_id: str, status: str) -> dict[str, object]:
-    deadline = time.monotonic() + 30
-    while True:
-        report = (await api.get(f"/api/v1/runs/{run_id}")).json()
-        if report.get("status") == status or time.monotonic() > deadline:
-            return report  # type: ignore[no-any-return]
-        await asyncio.sleep(0.1)
+    """The run's report over the API, once it says ``status``."""
+
+    async def reached() -> dict[str, object] | None:
+        report: dict[str, object] = (await api.get(f"/api/v1/runs/{run_id}")).json()
+        return report if report.get("status") == status else None
+
+    return await eventually(reached, what=f"run {run_id} to be {status} (GET /api/v1/runs)")
 
 
 async def started_refund(

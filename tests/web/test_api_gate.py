@@ -15,6 +15,7 @@ import httpx
 from fastapi import FastAPI
 
 from tests.integration.helpers import person_token, run_status, thread_lock, until
+from tests.waiting import eventually
 from web.app import create_app
 from web.deps import gate_size
 from web.engine import Engine
@@ -77,8 +78,10 @@ async def test_short_calls_wait_at_the_gate_and_a_start_does_not(
         listing = asyncio.create_task(api.get("/api/v1/pending", headers=as_lead))
         try:
             run = await start_refund_over_the_api(it)
-            await asyncio.sleep(0.2)
-            assert not listing.done()  # it waits at the gate, not for the database
+            # It waits at the gate, not for the database: the gate's one waiter (a private
+            # field of asyncio's, the one place that says who waits).
+            await eventually(lambda: len(gate._waiters or ()) == 1, what="a listing at the gate")
+            assert not listing.done()
         finally:
             for _ in range(size):
                 gate.release()

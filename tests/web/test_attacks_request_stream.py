@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -20,6 +19,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from tests.integration.test_request_events import execute
+from tests.waiting import eventually, eventually_sync
 from tests.web.conftest import Server, SignIn, add_user
 from tests.web.test_api import client, token
 from tests.web.test_request_events import listening, start
@@ -52,22 +52,13 @@ def served(web_settings: Settings) -> Iterator[Served]:
     uv = uvicorn.Server(server_config(app, settings))
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not uv.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the web server did not start")
-        time.sleep(0.02)
+    eventually_sync(lambda: uv.started or not thread.is_alive(), what="the web server to start")
+    if not uv.started:
+        raise RuntimeError("the web server did not start")
     yield Served(Server(url=url, settings=settings), app)
     uv.should_exit = True
     thread.join(timeout=15)
     sock.close()
-
-
-async def _until(check: Callable[[], bool], seconds: float = 15) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "waited in vain"
-        await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager
@@ -84,6 +75,8 @@ async def _busy(engine: Engine, request_id: str, every: float = 0.05) -> AsyncIt
                 " WHERE id = %s",
                 request_id,
             )
+            # The pace is the point: news more often than the stream's keep-alive, for as
+            # long as the test needs, without flooding the database.
             await asyncio.sleep(every)
 
     task = asyncio.create_task(churn())
@@ -153,7 +146,7 @@ async def test_one_principal_cannot_open_streams_without_end(
         async with client(server, bob) as bob_api, listening(bob_api) as other:
             assert not other.closed
     # Closing them frees their places.
-    await _until(lambda: served.feeds == 0)
+    await eventually(lambda: served.feeds == 0, what="the server's feeds to close")
     async with client(server, ann) as ann_api, listening(ann_api) as again:
         assert not again.closed
 
@@ -180,7 +173,7 @@ async def test_clients_that_hang_up_at_once_leave_no_feed_behind(
         for _ in range(20):
             async with ann_api.stream("GET", "/api/v1/pending/events") as response:
                 assert response.status_code == 200
-    await _until(lambda: served.feeds == 0)
+    await eventually(lambda: served.feeds == 0, what="the server's feeds to close")
     # ... and none of them counts against ann's streams.
     async with client(served.server, ann) as ann_api, listening(ann_api) as stream:
         assert not stream.closed

@@ -99,17 +99,16 @@ async def test_a_retry_is_followed_on_the_runs_event_stream(server: Server, engi
             retried = await api.post(f"/api/v1/runs/{run_id}/retry", json={"reason": "fixed"})
         assert retried.status_code == 200, retried.text
 
-        async def follow() -> str:
-            async with client(server, shop) as api:
-                got = await api.get(
-                    f"/api/v1/runs/{run_id}/events", headers={"last-event-id": str(last)}
-                )
-                return got.text
-
-        stream = asyncio.ensure_future(follow())
-        await asyncio.sleep(1.0)
-        go.set()
-        text = await asyncio.wait_for(stream, 30)
+        async with (
+            client(server, shop) as api,
+            api.stream(
+                "GET", f"/api/v1/runs/{run_id}/events", headers={"last-event-id": str(last)}
+            ) as stream,
+        ):
+            # The response has begun: the stream subscribed to the run's events before it.
+            assert stream.status_code == 200
+            go.set()
+            text = (await asyncio.wait_for(stream.aread(), 30)).decode()
     finally:
         go.set()
         Runner.resume = original  # type: ignore[method-assign]

@@ -3,11 +3,11 @@ timeline for operators; for anyone else, the same 404 as a page that does not ex
 
 from __future__ import annotations
 
-import asyncio
 import html
 import re
 from datetime import UTC, datetime, timedelta
 
+from tests.waiting import eventually
 from tests.web.conftest import Server, SignIn, add_user
 from web.engine import Engine
 
@@ -22,15 +22,16 @@ async def refunded(engine: Engine) -> str:
     await engine.decide_as_operator(
         reject, "reject", principal="local:rob", reason="duplicate <b>x</b>"
     )
-    for _ in range(300):
+
+    async def settled() -> bool:
         run = await engine.runs.get(out.run_id)
         assert run is not None
         # Both jobs finished too (the second is skipped after the run completed): the log is
         # still until then.
-        if run.status == "completed" and await engine.queue.queued() == 0:
-            return str(out.run_id)
-        await asyncio.sleep(0.05)
-    raise AssertionError("the run did not complete")
+        return run.status == "completed" and await engine.queue.queued() == 0
+
+    await eventually(settled, what="the run to complete and its jobs to finish")
+    return str(out.run_id)
 
 
 def without_csrf(page: str) -> str:

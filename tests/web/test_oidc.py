@@ -9,7 +9,6 @@ import hashlib
 import html
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from approvals.principals import Principal
+from tests.waiting import eventually_sync
 from tests.web.oidc_provider import RunningProvider, run_oidc_provider
 from web.faces.pages.oidc import FLOW_COOKIE, OidcLogin, groups_of
 
@@ -90,11 +90,9 @@ def _serve_app(issuer: str) -> Iterator[SignInApp]:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the sign-in app did not start")
-        time.sleep(0.01)
+    eventually_sync(lambda: server.started or not thread.is_alive(), what="the sign-in app")
+    if not server.started:
+        raise RuntimeError("the sign-in app did not start")
     try:
         yield SignInApp(url=url)
     finally:

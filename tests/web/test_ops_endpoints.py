@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -16,6 +15,7 @@ from pydantic import SecretStr
 
 from storage.migrate import schema_heads
 from tests.integration.helpers import start_refund
+from tests.waiting import eventually, eventually_sync
 from tests.web.conftest import Server
 from web.engine import Engine
 from web.settings import Settings
@@ -64,13 +64,6 @@ def scrape(server: Server) -> dict[str, float]:
     return samples
 
 
-def wait_for(check: object, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
-
-
 #: The backends still starting up on the named database: PostgreSQL's InitPostgres holds a lock
 #: on the database from before it reads ALLOW_CONNECTIONS until after pg_stat_activity lists it.
 STARTING_UP = """
@@ -88,7 +81,10 @@ def refuse_connections(admin: psycopg.Connection[Any], name: str) -> None:
     # served app's worker and pool open connections as it starts): terminating only those
     # listed there let it live, and /readyz answered 200 on it. Wait until no backend is
     # starting up (any that starts from now on is refused), then end those listed.
-    wait_for(lambda: admin.execute(STARTING_UP, (name,)).fetchone() is None)
+    eventually_sync(
+        lambda: admin.execute(STARTING_UP, (name,)).fetchone() is None,
+        what=f"no backend starting up on {name}",
+    )
     # With a timeout, pg_terminate_backend returns once the backend has exited. Client
     # backends only: an autovacuum worker may still start on a database that refuses clients.
     admin.execute(
@@ -137,7 +133,7 @@ def test_readyz_is_503_while_the_database_refuses_connections(
     def ready() -> bool:
         return httpx.get(f"{server.url}/readyz", timeout=30).status_code == 200
 
-    wait_for(ready)
+    eventually_sync(ready, what="/readyz to answer 200 again")
 
 
 def test_metrics_need_the_token_when_one_is_set(server: Server) -> None:
@@ -168,11 +164,12 @@ async def test_metrics_follow_a_request_its_decision_and_the_resume(
 
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
 
-    def resumed() -> bool:
-        return scrape(server)['approvals_runs{status="completed"}'] == 1
+    async def resumed() -> bool:
+        got = await asyncio.to_thread(scrape, server)
+        return got['approvals_runs{status="completed"}'] == 1
 
     # The server's own worker resumes the run.
-    await asyncio.to_thread(wait_for, resumed)
+    await eventually(resumed, what="the served worker to complete the run")
     done = await asyncio.to_thread(scrape, server)
     assert done["approvals_pending_requests"] == 0
     assert done['approvals_decisions_total{kind="approve"}'] == 1

@@ -4,7 +4,6 @@ chromium."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from html import unescape
@@ -13,6 +12,7 @@ import httpx
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 
 from tests.integration.helpers import scalar
+from tests.waiting import eventually
 from tests.web.conftest import Server, SignIn, add_user, csrf_of, login
 from web.engine import Engine
 from web.security import SESSION_COOKIE
@@ -26,13 +26,11 @@ async def refund_request(engine: Engine, started_by: str = "local:shop") -> tupl
 
 
 async def wait_for(engine: Engine, run_id: str, status: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    async def reached() -> bool:
         run = await engine.runs.get(run_id)
-        if run is not None and run.status == status:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"run {run_id} never became {status}")
+        return run is not None and run.status == status
+
+    await eventually(reached, what=f"run {run_id} to be {status}")
 
 
 async def test_sign_in_wrong_password_and_throttling(server: Server, engine: Engine) -> None:

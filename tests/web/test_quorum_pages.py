@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import httpx
 import pytest
 
 from tests.integration.governed_graphs import GRAPHS
 from tests.integration.helpers import scalar
 from tests.web.conftest import Server, SignIn, add_user, csrf_of
+from tests.web.test_pages import wait_for
 from web.engine import Engine
 from web.settings import Settings
 
@@ -49,10 +47,7 @@ async def test_two_approvers_in_the_pages(server: Server, engine: Engine, sign_i
         bob.post(f"/requests/{request_id}/approve", data={"csrf": csrf_of(page_b.text)}).status_code
         == 303
     )
-    deadline = time.monotonic() + 30
-    while (run := await engine.runs.get(out.run_id)) is None or run.status != "completed":
-        assert time.monotonic() < deadline, "the run never completed"
-        await asyncio.sleep(0.1)
+    await wait_for(engine, out.run_id, "completed")
     assert await scalar(engine, "select count(*) from demo_side_effects") == 1
 
 

@@ -4,10 +4,8 @@ unknown, nor through a tool's result that echoes it, quoted in a later request."
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 
 import httpx
 import pytest
@@ -17,6 +15,7 @@ from approvals.redaction import MARKER
 from tests.integration.helpers import person_token
 from tests.integration.inprocess import invoke
 from tests.integration.redaction_graphs import CALL_ID, CARD, CVV
+from tests.waiting import eventually
 from tests.web.conftest import Server, SignIn
 from web.engine import Engine
 from web.settings import Settings
@@ -45,17 +44,15 @@ def leaks(text: str) -> bool:
 
 async def pending_of(engine: Engine, run_id: str, tool: str) -> PendingCall:
     """The run's pending request for ``tool``, once the served app's worker has made it."""
-    deadline = time.monotonic() + 30
-    while True:
-        found = [
+
+    async def found() -> list[PendingCall]:
+        return [
             r
             for r in await engine.requests.for_run(run_id)
             if r.status == "pending" and r.tool == tool
         ]
-        if found:
-            return found[0]
-        assert time.monotonic() < deadline, f"no pending {tool} request for run {run_id}"
-        await asyncio.sleep(0.05)
+
+    return (await eventually(found, what=f"a pending {tool} request for run {run_id}"))[0]
 
 
 async def shown_everywhere(

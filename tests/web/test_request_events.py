@@ -14,7 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.helpers import scalar
+from tests.integration.helpers import scalar, until
+from tests.integration.test_request_events import execute
+from tests.waiting import eventually
 from tests.web.conftest import Server, SignIn, add_user
 from tests.web.test_api import client, token
 from web.engine import Engine
@@ -27,6 +29,9 @@ class Listener:
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
         self.events: list[tuple[str, dict[str, Any]]] = []
+        #: Keep-alive comments so far: each is sent after the stream found its principal
+        #: still signed in.
+        self.keepalives = 0
         self.closed = False
         self._task = asyncio.create_task(self._read())
 
@@ -38,6 +43,8 @@ class Listener:
                     event = line.removeprefix("event:").strip()
                 elif line.startswith("data:"):
                     data = line.removeprefix("data:").strip()
+                elif line.startswith(":"):
+                    self.keepalives += 1
                 elif line == "" and data:
                     self.events.append((event, json.loads(data)))
                     event, data = "message", ""
@@ -49,10 +56,10 @@ class Listener:
         return [(d["id"], d["kind"]) for e, d in self.events if e == "request"]
 
     async def until(self, done: Callable[[Listener], bool], seconds: float = 30) -> None:
-        deadline = time.monotonic() + seconds
-        while not done(self):
-            assert time.monotonic() < deadline, f"waited in vain; got {self.events}"
-            await asyncio.sleep(0.05)
+        try:
+            await eventually(lambda: done(self), timeout=seconds, what="the stream's news")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; got {self.events}") from None
 
     async def stop(self) -> None:
         self._task.cancel()
@@ -93,7 +100,7 @@ async def test_each_stream_carries_only_the_requests_its_principal_may_see(
     ann = await token(engine, "ann", "support")
     fin = await token(engine, "fin", "finance")
     ops = await token(engine, "olga", "operators")
-    eve = await token(engine, "eve", "marketing")  # of no group any request names
+    eve = await token(engine, "eve", "marketing")  # of no group a request names (until the last)
     async with (
         client(server, shop) as shop_api,
         client(server, ann) as ann_api,
@@ -116,11 +123,21 @@ async def test_each_stream_carries_only_the_requests_its_principal_may_see(
             f"/api/v1/pending/{big}/decision", json={"decision": "reject", "reason": "no"}
         )
         assert rejected.status_code == 200, rejected.text
-        # Last, one news item each stream may hear: changes are told in commit order, so a
-        # leak of an earlier one would be in the stream before it.
         _, small2 = await start(shop_api, "1001")
         _, big2 = await start(shop_api, "1002")
         _, own = await start(eve_api, "1001")  # eve started it: her own run's request
+        # Last, news every stream hears: small2 escalated to every group. Changes are told in
+        # commit order, so whatever a stream was told of the requests before it (a leak
+        # included) it has been told by the time it hears this.
+        await execute(
+            engine,
+            "UPDATE approval_requests SET approvers = %s WHERE id = %s",
+            ["support", "finance", "agents", "marketing"],
+            small2,
+        )
+        last = (small2, "escalated")
+        for stream in (shop_s, ann_s, fin_s, ops_s, eve_s):
+            await stream.until(lambda s: last in s.requests())
 
         everything = [
             (small, "opened"),
@@ -130,23 +147,18 @@ async def test_each_stream_carries_only_the_requests_its_principal_may_see(
             (small2, "opened"),
             (big2, "opened"),
         ]
-        await ann_s.until(lambda s: (own, "opened") in s.requests())
         assert ann_s.requests() == [
             (small, "opened"),
             (small, "decided"),
             (small2, "opened"),
             (own, "opened"),
+            last,
         ]
-        await fin_s.until(lambda s: (big2, "opened") in s.requests())
-        await asyncio.sleep(0.5)  # eve's own run is support's: fin must not hear of it
-        assert fin_s.requests() == [(big, "opened"), (big, "decided"), (big2, "opened")]
-        await ops_s.until(lambda s: (own, "opened") in s.requests())
-        assert ops_s.requests() == [*everything, (own, "opened")]
+        assert fin_s.requests() == [(big, "opened"), (big, "decided"), (big2, "opened"), last]
+        assert ops_s.requests() == [*everything, (own, "opened"), last]
         # The starter of the runs hears of its runs' requests, whoever decides them.
-        await shop_s.until(lambda s: (big2, "opened") in s.requests())
-        await eve_s.until(lambda s: (own, "opened") in s.requests())
-        assert shop_s.requests() == everything
-        assert eve_s.requests() == [(own, "opened")]
+        assert shop_s.requests() == [*everything, last]
+        assert eve_s.requests() == [(own, "opened"), last]
 
     told = next(d for e, d in ann_s.events if e == "request")
     assert told == {
@@ -185,14 +197,11 @@ async def test_a_stream_outlives_its_servers_lost_listen_connection(
         )
         assert killed == 1
         await stream.until(lambda s: any(e == "resync" for e, _ in s.events))
-        deadline = time.monotonic() + 30
-        while not await scalar(
+        await until(
             engine,
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            "SELECT count(*) > 0 FROM pg_stat_activity WHERE datname = current_database()"
             " AND query LIKE 'LISTEN approvals_sessions_ended%%'",
-        ):
-            assert time.monotonic() < deadline, "the server did not listen again"
-            await asyncio.sleep(0.05)
+        )
 
         _, second = await start(shop_api, "1001")
         await stream.until(lambda s: (second, "opened") in s.requests())
@@ -227,8 +236,9 @@ async def test_a_revoked_tokens_stream_ends(
     monkeypatch.setattr(request_stream, "KEEPALIVE_SECONDS", 0.2)
     ann = await token(engine, "ann", "support")
     async with client(server, ann) as ann_api, listening(ann_api) as stream:
-        await asyncio.sleep(0.5)
-        assert not stream.closed  # keep-alives while the token holds
+        # Each keep-alive comes after a check that found the token still good.
+        await stream.until(lambda s: s.keepalives >= 2)
+        assert not stream.closed
         assert await engine.accounts.revoke_token("ann", by="test")
         await stream.until(lambda s: s.closed, seconds=10)
         assert stream.events == [("signed-out", {})]

@@ -12,7 +12,7 @@ import pytest
 
 from approvals.model import RunStatus
 from tests.integration.helpers import person_token, scalar
-from tests.integration.processes import eventually
+from tests.waiting import eventually
 from tests.web.conftest import Server, SignIn, add_user, csrf_of
 from web.engine import Engine, open_engine
 from web.settings import Settings
