@@ -13,6 +13,7 @@ import json
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from approvals.decision_kinds import DecisionKind, Ruling
 from approvals.errors import EditedArgumentsInvalid, EditRefused, InvalidDecision
 from approvals.redaction import keep_redacted_fields
 from web.deps import EngineDep, SignedIn
@@ -30,7 +31,7 @@ async def edit(request: Request, request_id: str, session: SignedIn, engine: Eng
     check_form(request, session, form.get("csrf"))
     found = await visible_request(engine, session.principal, request_id)
     engine.rules.check_decide(session.principal, found)
-    if "edit" not in found.offered_decisions:
+    if DecisionKind.EDIT not in found.offered_decisions:
         raise InvalidDecision(found.id, "this request cannot be edited")
     args, errors = parse_edit(found.args_schema, form)
     # A redacted argument has no input in the form: it keeps the marker it was shown with.
@@ -44,7 +45,7 @@ async def edit(request: Request, request_id: str, session: SignedIn, engine: Eng
     )
     if not errors and form.get("confirm") == "1":
         try:
-            return await decide(request, session, found, "approve", args=args)
+            return await decide(request, session, found, Ruling.APPROVE, args=args)
         except EditedArgumentsInvalid as exc:
             errors = [{"path": e.get("path", ""), "message": e["message"]} for e in exc.errors]
         except EditRefused as exc:

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
+from approvals.decision_kinds import Ruling
 from approvals.errors import NotAllowed
 from approvals.json_values import text_problem
 from approvals.model import PendingCall, RequestStatus
@@ -38,7 +39,7 @@ async def approve(
 ) -> Response:
     check_form(request, session, csrf)
     found = await visible_request(engine, session.principal, request_id)
-    return await decide(request, session, found, "approve")
+    return await decide(request, session, found, Ruling.APPROVE)
 
 
 @router.post("/requests/{request_id}/reject")
@@ -60,7 +61,7 @@ async def reject(
     )
     if error is not None:
         return await show(request, session, found.id, 422, reject_error=error)
-    return await decide(request, session, found, "reject", reason=reason.strip() or None)
+    return await decide(request, session, found, Ruling.REJECT, reason=reason.strip() or None)
 
 
 @router.post("/requests/{request_id}/respond")
@@ -79,7 +80,7 @@ async def respond(
     error = _text_error(message, "A response needs an answer.", "The answer")
     if error is not None:
         return await show(request, session, found.id, 422, respond_error=error)
-    return await decide(request, session, found, "respond", message=message)
+    return await decide(request, session, found, Ruling.RESPOND, message=message)
 
 
 def _text_error(value: str, blank: str, label: str) -> str | None:
@@ -146,7 +147,7 @@ async def decide(
     request: Request,
     session: Session,
     found: PendingCall,
-    verdict: str,
+    verdict: Ruling,
     *,
     reason: str | None = None,
     args: dict[str, Any] | None = None,
