@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from approvals.decision_kinds import Ruling
 from approvals.decisions import decide
 from approvals.errors import InvalidValue, RequestNotFound
-from approvals.model import DecisionRecord, PendingCall, Ruling, Vote
+from approvals.model import DecisionRecord, PendingCall, Vote
 from approvals.principals import Principal, console_name
 from web.engine.adapters import Adapters
 from web.engine.edits import EditCheck

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from approvals.authz import ApproverRules
+from approvals.decision_kinds import Ruling
 from approvals.listing import (
     DEFAULT_PAGE,
     EVERY_REQUEST,
@@ -21,7 +22,7 @@ from approvals.listing import (
     Scope,
     Viewer,
 )
-from approvals.model import DecisionRecord, PendingCall, Ruling, Run, RunStatus, Vote
+from approvals.model import DecisionRecord, PendingCall, Run, RunStatus, Vote
 from approvals.principals import Principal
 from storage.accounts import PgAccounts
 from storage.audit import PgAuditLog
