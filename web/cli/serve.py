@@ -187,7 +187,7 @@ def _how_to_decide(first: PendingCall, user: str, password: str, public_url: str
     # An OpenAI-SDK agent's requests take no edits (docs/openai-agents.md).
     edit = (
         f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as {user}\n"
-        if "edit" in first.offered_decisions
+        if any(rules.takes_args for rules in first.offered_rules)
         else ""
     )
     return (
