@@ -83,7 +83,7 @@ class Viewer:
         )
 
     def params(self) -> dict[str, Any]:
-        """The query parameters of visibility (see ``storage/sql/queries.sql``)."""
+        """The query parameters of visibility (see ``storage/sql/requests.sql``)."""
         return {
             "principal": self.principal,
             "person": self.person,

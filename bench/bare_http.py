@@ -11,8 +11,8 @@ SHA-256 in a dict (no lookup in the database), and its approver is ``bare:<line>
 * ``POST /decide/{request_id}`` (the bare HTTP floor) and ``POST
   /api/v1/pending/{request_id}/decision`` (the bare workload floor; ``{"decision":
   "reject"}`` rejects) run the decide transaction of ``PgDecisions.decide`` (``lock_request_row``,
-  then ``decide``, from ``queries.sql``) and answer the decision's id, or 409 when the request
-  was no longer pending.
+  then ``decide``, from ``storage/sql/requests.sql``) and answer the decision's id, or 409 when the
+  request was no longer pending.
 * ``GET /api/v1/pending?limit=N`` (the bare workload floor) runs the inbox's own statement
   (``pending_by_deadline``: the requests of the approver's group it may decide, soonest deadline
   first, planned for its parameters as ``storage.requests.custom_planned`` plans it) and

@@ -10,9 +10,9 @@ Two ``approvals serve`` processes (``serve`` runs one process each, so two ports
    bench measures, so it is timed apart). Each pauses on one refund that support or finance
    must decide.
 2. **Raw ceiling, before.** The same transaction as ``PgDecisions.decide``
-   (``lock_request_row``, then ``decide``, from ``queries.sql``) straight on psycopg, on as many
-   connections as the two servers' pools, over copies of backlog requests on their real runs;
-   then the same through ``Engine.decide`` in this process (token lookup, visibility, rules,
+   (``lock_request_row``, then ``decide``, from ``storage/sql/requests.sql``) straight on psycopg,
+   on as many connections as the two servers' pools, over copies of backlog requests on their real
+   runs; then the same through ``Engine.decide`` in this process (token lookup, visibility, rules,
    the transaction: no HTTP). The copies' resume jobs are set aside (``skipped``).
 3. **Idle probe.** With the servers up and nothing else running, one client at a time:
    ``/healthz``, the inbox listing and decisions over HTTP, and decisions in-process, so a
