@@ -65,10 +65,11 @@ async def database_pool(admin_url: str, template_db: str) -> AsyncIterator[Datab
 @pytest_asyncio.fixture(loop_scope="session")
 async def database_url(admin_url: str, database_pool: DatabasePool) -> AsyncIterator[str]:
     """A database of its own for the test, as fresh as a copy of the template: a copy, or one
-    an earlier test used, emptied (``tests/db_pool.py``: a drop per test cost a checkpoint)."""
+    an earlier test used, emptied (``tests/db_pool.py``: a drop per test cost a checkpoint).
+    Emptied in the background, while the next test runs on another."""
     name = await database_pool.take()
     yield with_database(admin_url, name)
-    await database_pool.give_back(name)
+    database_pool.release(name)
 
 
 @pytest.fixture

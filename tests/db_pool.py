@@ -12,7 +12,11 @@ suite's test time). A database a test has used is instead, at its end:
    privileges, owners, settings, and what a superuser can make outside the user's schemas:
    casts, operators, event triggers, default privileges, publications, comments, large
    objects and the like) must be the template's, byte for byte as ``FINGERPRINT`` writes
-   it; a test that changed any of it gets its database dropped as before;
+   it; a test that changed any of it gets its database dropped as before. ``FINGERPRINT``
+   costs a new backend 40 ms of the server's CPU (a tenth of an ordinary test's), so a
+   database recycled before is fingerprinted only when it may have changed: when a row of
+   its own catalogs was written since its last reset (``CATALOG_WRITES``), or what
+   ``FINGERPRINT`` reads of the shared catalogs differs from the template's (``SHARED``);
 3. emptied: every table's rows are deleted (triggers off), the template's own rows are put
    back (the alembic and LangGraph migration versions, the audit chain's head), every
    sequence starts again, and the planner is told what it is of a fresh copy (no column
@@ -20,13 +24,18 @@ suite's test time). A database a test has used is instead, at its end:
 
 So the next test starts from what a fresh copy of the template holds. A database that cannot
 be recycled (still in use after the rename's wait, a changed schema, relations grown more
-than ``max_growth`` past the template's, any error) is dropped. What stays: the deleted
+than ``max_growth`` past the template's, any error) is dropped.
+
+The test fixture hands a database back with ``release``: it is recycled in the background (a
+tenth to a quarter of a second, half of it the schema check on a backend whose caches are
+cold) while the next test runs on the other database of the pool's two. What stays: the deleted
 rows' pages below that bound (until a vacuum truncates them) and the cumulative statistics
 counters (pg_stat_user_tables; resetting them would hide the dead rows from autovacuum).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -208,6 +217,33 @@ UPDATE pg_class c
 #: The bytes of the database's own relations (tables, indexes, toast).
 RELATION_BYTES = "SELECT COALESCE(sum(pg_relation_size(oid)), 0) FROM pg_class WHERE oid >= 16384"
 
+#: Every row written to the database's own catalogs (inserted, updated or deleted: any DDL,
+#: GRANT, COMMENT, large object, aborted or not) since it was made, as the cumulative
+#: statistics count them. Each backend flushes its counts when it exits, so the count is
+#: complete once the recycle has cut every backend off. Not counted, and not read by
+#: FINGERPRINT: the column statistics ANALYZE keeps, and what VACUUM and ANALYZE write in
+#: place (row and page counts, frozen transaction ids).
+CATALOG_WRITES = """
+SELECT COALESCE(sum(pg_stat_get_tuples_inserted(c.oid) + pg_stat_get_tuples_updated(c.oid)
+                    + pg_stat_get_tuples_deleted(c.oid)), 0)
+  FROM pg_class c
+ WHERE c.relnamespace = 'pg_catalog'::regnamespace AND c.relkind = 'r' AND NOT c.relisshared
+   AND c.relname NOT IN ('pg_statistic', 'pg_statistic_ext_data')
+"""
+
+#: What FINGERPRINT reads of the catalogs the databases share (its "db" and "setting" lines),
+#: whose writes CATALOG_WRITES does not count. (A role renamed while the pool is open, which
+#: changes the names FINGERPRINT writes in every database, the template's too, is not seen.)
+SHARED = """
+SELECT COALESCE(d.datacl::text, '') || ' ' || d.datallowconn || ' ' || d.datconnlimit
+       || ' ' || d.datdba::regrole || ' ' || d.datistemplate || ' ' || d.dattablespace
+       || ' ' || COALESCE(shobj_description(d.oid, 'pg_database'), '') || ' '
+       || COALESCE((SELECT string_agg(COALESCE(s.setrole::text, '') || ' '
+                                      || s.setconfig::text, ',' ORDER BY s.setrole)
+                      FROM pg_db_role_setting s WHERE s.setdatabase = d.oid), '')
+  FROM pg_database d WHERE d.datname = current_database()
+"""
+
 RESTART_SEQUENCES = """
 SELECT setval(format('%I.%I', schemaname, sequencename), start_value, false)
   FROM pg_sequences WHERE schemaname NOT IN ('pg_catalog', 'information_schema')
@@ -227,6 +263,10 @@ class DatabasePool:
     admin_url: str
     template: str
     fingerprint: str = ""
+    #: The template's ``SHARED``.
+    shared: str = ""
+    #: Per ready database, its ``CATALOG_WRITES`` as its last reset left them.
+    catalog_writes: dict[str, int] = field(default_factory=dict)
     tables: list[str] = field(default_factory=list)
     #: The template's own rows, per table that has any.
     seeds: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -239,14 +279,27 @@ class DatabasePool:
     #: estimates by a table's pages (a plan-shape test's bulk load is 60 MB; an ordinary
     #: test's rows a few MB).
     max_growth: int = 32 << 20
+    #: How many databases the pool keeps in rotation before ``take`` waits for one being
+    #: recycled rather than copying the template again: one for the test, one recycling.
+    rotation: int = 2
     recycled: int = 0
     dropped: int = 0
+    #: How many of the recycles read FINGERPRINT (the others found no catalog written).
+    fingerprinted: int = 0
+    #: The databases this pool made and has not dropped (in a test, ready or recycling).
+    owned: int = 0
+    #: The recycles under way (``release``).
+    recycling: set[asyncio.Task[None]] = field(default_factory=set)
+    #: A connection to the server's maintenance database, kept for the cut-offs and renames
+    #: (a connection of its own for each cost the server a backend's start every test).
+    admin: psycopg.AsyncConnection[Any] | None = field(default=None, repr=False)
 
     async def open(self) -> None:
         """Read what a database must look like to be reused: the template's."""
         url = with_database(self.admin_url, self.template)
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
             self.fingerprint = await _one(conn, FINGERPRINT)
+            self.shared = await _one(conn, SHARED)
             self.tables = [r[0] for r in await (await conn.execute(TABLES)).fetchall()]
             self.relation_counts = await _one(conn, RELATION_COUNTS)
             self.relation_bytes = int(await _one(conn, RELATION_BYTES))
@@ -262,29 +315,48 @@ class DatabasePool:
                     self.seeds[table] = rows[0]
 
     async def take(self) -> str:
-        """A database as fresh as a copy of the template."""
+        """A database as fresh as a copy of the template: a recycled one if one is ready (or
+        soon will be, when the pool has its ``rotation``'s worth), a new copy otherwise."""
+        if not self.ready and self.recycling and self.owned >= self.rotation:
+            await asyncio.wait(set(self.recycling), return_when=asyncio.FIRST_COMPLETED)
         if self.ready:
             return self.ready.pop()
         name = _fresh_name()
         await admin_statement(self.admin_url, f"CREATE DATABASE {name} TEMPLATE {self.template}")
+        self.owned += 1
         return name
+
+    def release(self, name: str) -> None:
+        """``give_back`` in the background, on the running loop: the next test need not wait
+        for it (``take`` waits only when it has no other database to hand out)."""
+        task = asyncio.get_running_loop().create_task(self._recycle(name))
+        self.recycling.add(task)
+        task.add_done_callback(self.recycling.discard)
+
+    async def _recycle(self, name: str) -> None:
+        try:
+            await self.give_back(name)
+        except Exception:
+            # Not even dropped (the server went away?): the database is left behind, and the
+            # pool makes another.
+            self.owned -= 1
 
     async def give_back(self, name: str) -> None:
         """Recycle ``name`` for the next test, or drop it when it cannot be (see the module)."""
         renamed = _fresh_name()
         try:
-            async with await psycopg.AsyncConnection.connect(
-                self.admin_url, autocommit=True
-            ) as admin:
-                await admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    " WHERE datname = %s AND pid <> pg_backend_pid()",
-                    (name,),
-                )
-                # Waits (up to 5 s) for the terminated backends to go; fails if one stays.
-                await admin.execute(f"ALTER DATABASE {name} RENAME TO {renamed}")
+            await self._admin_execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            # Waits (up to 5 s) for the terminated backends to go; fails if one stays.
+            await self._admin_execute(f"ALTER DATABASE {name} RENAME TO {renamed}")
+            writes = self.catalog_writes.pop(name, None)
             name = renamed
-            if await self._reset(with_database(self.admin_url, renamed)):
+            after = await self._reset(with_database(self.admin_url, renamed), writes)
+            if after is not None:
+                self.catalog_writes[renamed] = after
                 self.ready.append(renamed)
                 self.recycled += 1
                 return
@@ -292,19 +364,44 @@ class DatabasePool:
             pass
         self.dropped += 1
         await admin_statement(self.admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        self.owned -= 1
 
-    async def _reset(self, url: str) -> bool:
+    async def _admin_execute(self, statement: str, params: tuple[Any, ...] = ()) -> None:
+        if self.admin is None or self.admin.closed:
+            self.admin = await psycopg.AsyncConnection.connect(self.admin_url, autocommit=True)
+        try:
+            await self.admin.execute(statement, params or None)
+        except psycopg.OperationalError:
+            # Whatever state it is in, the next statement gets a new one.
+            await self.admin.close()
+            self.admin = None
+            raise
+
+    async def _reset(self, url: str, writes: int | None) -> int | None:
+        """Empty the database at ``url`` as a fresh copy is; None when it cannot be reused.
+        ``writes``: its ``CATALOG_WRITES`` after its last reset (None: a new copy). Returns
+        them after this reset."""
         async with await psycopg.AsyncConnection.connect(url) as conn:
-            if await _one(conn, FINGERPRINT) != self.fingerprint:
-                return False
+            unchanged = (
+                writes is not None
+                and int(await _one(conn, CATALOG_WRITES)) == writes
+                and await _one(conn, SHARED) == self.shared
+            )
+            if not unchanged:
+                self.fingerprinted += 1
+                if await _one(conn, FINGERPRINT) != self.fingerprint:
+                    return None
             if int(await _one(conn, RELATION_BYTES)) > self.relation_bytes + self.max_growth:
-                return False
+                return None
             # DELETE, not TRUNCATE: a truncate makes new files for every table and index
             # (80 ms a reset against 6 ms); the tables are small. Triggers (the log's
             # append-only guard, the foreign keys') do not fire for the replica role.
             await conn.execute("SET LOCAL session_replication_role = replica")
-            for table in self.tables:
-                await conn.execute(sql.SQL("DELETE FROM {}").format(sql.SQL(table)))
+            await conn.execute(
+                sql.SQL("; ").join(
+                    sql.SQL("DELETE FROM {}").format(sql.SQL(table)) for table in self.tables
+                )
+            )
             for table, rows in self.seeds.items():
                 await conn.execute(
                     sql.SQL(
@@ -317,13 +414,28 @@ class DatabasePool:
             # a fresh copy has the template's (a superuser may write these catalogs).
             await conn.execute("DELETE FROM pg_statistic WHERE starelid >= 16384")
             await conn.execute(RESTORE_RELATION_COUNTS, (Json(self.relation_counts),))
+            # The reset's own catalog writes (the counts put back) are counted too: flushed
+            # at its commit, so that the count read next includes them.
+            await conn.execute("SELECT pg_stat_force_next_flush()")
             await conn.commit()
-        return True
+            return int(await _one(conn, CATALOG_WRITES))
 
     async def close(self) -> None:
-        for name in self.ready:
-            await admin_statement(self.admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        """Drop what the pool holds, once the recycles under way are done. The drops run at
+        once: each waits for a checkpoint, and drops that wait together share one."""
+        if self.recycling:
+            await asyncio.gather(*self.recycling, return_exceptions=True)
+        await asyncio.gather(
+            *(
+                admin_statement(self.admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                for name in self.ready
+            )
+        )
+        self.owned -= len(self.ready)
         self.ready.clear()
+        if self.admin is not None:
+            await self.admin.close()
+            self.admin = None
 
 
 def _fresh_name() -> str:

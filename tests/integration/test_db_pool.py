@@ -77,7 +77,7 @@ async def test_a_used_database_comes_back_as_a_fresh_copy(
     assert used != expected
 
     await own_pool.give_back(fresh)
-    assert (own_pool.recycled, own_pool.dropped) == (1, 0)
+    assert (own_pool.recycled, own_pool.dropped, own_pool.fingerprinted) == (1, 0, 1)
     [again] = own_pool.ready
     assert again != fresh  # renamed: the old name leads nowhere
     assert await contents(with_database(admin_url, again), own_pool) == expected
@@ -88,11 +88,22 @@ async def test_a_used_database_comes_back_as_a_fresh_copy(
     await straggler.close()
 
     # And the emptied database works as a fresh one.
-    url = with_database(admin_url, await own_pool.take())
+    reused = await own_pool.take()
+    url = with_database(admin_url, reused)
     settings = Settings(database_url=url, data_dir=tmp_path, config_file=tmp_path / "none.toml")
     async with open_engine(url, settings) as engine:
         await start_refund(engine)
         assert (await engine.audit.verify()).ok
+    # A test that wrote rows, not schema: recycled without reading the whole fingerprint.
+    await own_pool.give_back(reused)
+    assert (own_pool.recycled, own_pool.dropped, own_pool.fingerprinted) == (2, 0, 1)
+    assert await contents(with_database(admin_url, own_pool.ready[0]), own_pool) == expected
+
+
+SETTING = (
+    "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET work_mem = %L', current_database(), '8MB');"
+    " END $$"
+)
 
 
 @pytest.mark.parametrize(
@@ -138,6 +149,7 @@ async def test_a_used_database_comes_back_as_a_fresh_copy(
         " END $$",
         "DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'x');"
         " END $$",
+        SETTING,
         "CREATE TABLE information_schema.leftover (x int)",
     ],
 )
@@ -156,6 +168,40 @@ async def test_a_database_whose_schema_changed_is_dropped(
             await admin.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,))
         ).fetchone()
     assert left == (0,)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "CREATE TABLE leftover (x int)",
+        "ALTER TABLE runs REPLICA IDENTITY FULL",
+        "GRANT SELECT ON runs TO PUBLIC",
+        "ALTER TABLE runs ALTER COLUMN graph SET STATISTICS 5",
+        "COMMENT ON TABLE runs IS 'leak'",
+        "SELECT lo_from_bytea(0, 'leak')",
+        "CREATE FUNCTION pg_catalog.approvals_leak(uuid) RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I OWNER TO {other_role}', current_database());"
+        " END $$",
+        "DO $$ BEGIN EXECUTE format('COMMENT ON DATABASE %I IS %L', current_database(), 'x');"
+        " END $$",
+        SETTING,
+    ],
+)
+async def test_a_recycled_database_whose_schema_changed_is_dropped(
+    own_pool: DatabasePool, admin_url: str, other_role: str, change: str
+) -> None:
+    """A database recycled before is fingerprinted again only when its catalogs were written,
+    or what the shared catalogs say of it changed: one change of each kind still drops it."""
+    await own_pool.give_back(await own_pool.take())
+    [name] = own_pool.ready
+    assert await own_pool.take() == name
+    async with await psycopg.AsyncConnection.connect(
+        with_database(admin_url, name), autocommit=True
+    ) as conn:
+        await conn.execute(change.replace("{other_role}", other_role))
+    await own_pool.give_back(name)
+    assert (own_pool.recycled, own_pool.dropped, own_pool.ready) == (1, 1, [])
+    assert own_pool.fingerprinted == 2
 
 
 PLANNER_VIEW = """

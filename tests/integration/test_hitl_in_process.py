@@ -20,6 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from graphs.examples.scripted import ScriptedToolModel
+from graphs.langchain import in_process
 from graphs.langchain.middleware import (
     ApprovalMiddleware,
     DecisionsOnlyThroughEngine,
@@ -298,8 +299,12 @@ def test_sync_invokes_racing_on_postgres_run_each_refund_once(database_url: str)
 
 
 async def test_sync_invoke_in_the_loop_that_owns_the_database_is_refused_naming_the_fix(
-    database_url: str,
+    database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The invoke runs the graph's steps in a thread of LangGraph's, which asks this (blocked)
+    # loop for a sign of life: it gives up after OWNER_LOOP_TIMEOUT, 5 s, whose length is not
+    # what this test is about.
+    monkeypatch.setattr(in_process, "OWNER_LOOP_TIMEOUT", 0.2)
     async with local_approvals(database_url) as local:
         agent = _refund_agent(
             ApprovalMiddleware(
