@@ -1,5 +1,5 @@
 # Developer and CI entry points. Everything runs from the project venv in .venv.
-#   make test   lint + type-check + import contracts + pytest + make compat
+#   make test   lint + import contracts, then pytest beside type-check and make compat
 #               (APPROVALS_TEST_DATABASE_URL=postgresql://... to use an existing server,
 #                unset to use the embedded one)
 #   make test-deep  the property tests (Hypothesis) on ten times the examples make test runs
@@ -67,20 +67,39 @@ PYTEST_WORKERS ?= $(shell $(PY) -c 'import os; print(2 * (os.cpu_count() or 1))'
 # of every module of each plugin's package in each worker (schemathesis' and langsmith's came to 470
 # modules; collecting went from 11.2 to 8.7 s a worker). The packages are compiled first: where
 # PYTHONDONTWRITEBYTECODE is set, every worker and every `approvals` the tests start compiled them.
+# For the same reason pytest runs without it: it then keeps the test modules it rewrote (their
+# assertions) in __pycache__, and a worker collects the suite in 10 s instead of 20.
 PYTEST_PLUGINS = -p pytest_asyncio.plugin -p xdist.plugin -p pytest_timeout -p anyio.pytest_plugin \
 	-p _hypothesis_pytestplugin -p schemathesis.pytest.plugin -p agent_hooks.ctk.plugin
+PYTEST = env -u PYTHONDONTWRITEBYTECODE PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(BIN)/pytest
 
-test: lint browser
-	$(BIN)/python -m compileall -q approvals graphs web storage bench >/dev/null
-	PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_PLUGINS)
-	$(COMPAT)
+# mypy (a minute and a half of one core from a cold cache, seconds from a warm one) and make
+# compat (half a minute) run beside pytest, their output kept until it ends: one after the other,
+# they left a core idle for two minutes. Every check still runs, and any failure fails make test.
+LOGS := .cache/make-test
+
+test: install browser
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/python -m compileall -q approvals graphs web storage bench tests >/dev/null
+	@mkdir -p $(LOGS)
+	@status=0; \
+	$(BIN)/mypy > $(LOGS)/mypy.log 2>&1 & mypy=$$!; \
+	$(COMPAT) > $(LOGS)/compat.log 2>&1 & compat=$$!; \
+	trap 'kill $$mypy $$compat 2>/dev/null' INT TERM; \
+	echo "$(PYTEST) -n $(PYTEST_WORKERS) (mypy and make compat beside it)"; \
+	$(PYTEST) -n $(PYTEST_WORKERS) $(PYTEST_PLUGINS) || status=1; \
+	wait $$mypy || status=1; echo "--- mypy"; cat $(LOGS)/mypy.log; \
+	wait $$compat || status=1; echo "--- make compat"; cat $(LOGS)/compat.log; \
+	exit $$status
 
 # The property tests on Hypothesis' "deep" profile (tests/conftest.py): 1,000 examples each where
 # make test runs 100. The API fuzzing (tests/web/test_schemathesis.py) is left out: its run is
 # fixed and deterministic, so a deeper profile would send it the same requests again.
 test-deep: install
-	HYPOTHESIS_PROFILE=deep PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 $(BIN)/pytest -n $(PYTEST_WORKERS) \
-		$(PYTEST_PLUGINS) -m hypothesis --ignore=tests/web/test_schemathesis.py --timeout=1800
+	HYPOTHESIS_PROFILE=deep $(PYTEST) -n $(PYTEST_WORKERS) $(PYTEST_PLUGINS) -m hypothesis \
+		--ignore=tests/web/test_schemathesis.py --timeout=1800
 
 # langchain's HumanInTheLoopMiddleware tests and langgraph-prebuilt's ToolNode tests, from the
 # sdists of the installed versions (fetched from the package index once, into .cache/compat/ or
