@@ -51,6 +51,7 @@ async def template_db(admin_url: str) -> AsyncIterator[str]:
     await _admin(admin_url, f"CREATE DATABASE {name}")
     await upgrade(with_database(admin_url, name))
     yield name
+    # Gone already where the session's database pool dropped it with its own.
     await _admin(admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
@@ -59,7 +60,8 @@ async def database_pool(admin_url: str, template_db: str) -> AsyncIterator[Datab
     pool = DatabasePool(admin_url, template_db)
     await pool.open()
     yield pool
-    await pool.close()
+    # The template too, beside the pool's databases: one checkpoint for all of them.
+    await pool.close(drop_template=True)
 
 
 @pytest_asyncio.fixture(loop_scope="session")

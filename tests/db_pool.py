@@ -420,15 +420,17 @@ class DatabasePool:
             await conn.commit()
             return int(await _one(conn, CATALOG_WRITES))
 
-    async def close(self) -> None:
-        """Drop what the pool holds, once the recycles under way are done. The drops run at
-        once: each waits for a checkpoint, and drops that wait together share one."""
+    async def close(self, *, drop_template: bool = False) -> None:
+        """Drop what the pool holds (and the template, if asked), once the recycles under way
+        are done. The drops run at once: each waits for a checkpoint, and drops that wait
+        together share one (at the end of a run, when every worker drops its own)."""
         if self.recycling:
             await asyncio.gather(*self.recycling, return_exceptions=True)
+        doomed = [*self.ready, *([self.template] if drop_template else [])]
         await asyncio.gather(
             *(
                 admin_statement(self.admin_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-                for name in self.ready
+                for name in doomed
             )
         )
         self.owned -= len(self.ready)
