@@ -89,7 +89,8 @@ async def admitted_bearer(request: Request) -> AsyncIterator[Principal]:
 #: The principal of a short API call: the bearer token's, within the API gate. Streams, run
 #: starts, cancels and retries take ``Caller``: a stream lives for minutes, a start runs its
 #: agent's step, and a cancel or retry waits for a step in progress to settle (those three have
-#: the engine's own bound, ``Engine._lock_holders``); each would hold the gate throughout.
+#: the engine's own bound, ``RunUseCases._lock_holders`` in web/engine/runs.py); each would
+#: hold the gate throughout.
 Admitted = Annotated[Principal, Depends(admitted_bearer)]
 
 
