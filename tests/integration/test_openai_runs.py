@@ -292,7 +292,8 @@ async def test_an_approval_inside_a_nested_agent_resumes_the_top_level_run(
     [request_id] = run.pending
     request = await engine.requests.get(request_id)
     assert request is not None
-    assert request.call_id == "refund-1001"
+    # The nested call's id, scoped by the front desk's call of the billing agent.
+    assert request.call_id == "desk-1/refund-1001"
     await engine.decide_as_operator(request_id, "approve", principal="bob")
     await engine.drain()
     finished = await engine.runs.get(run.run_id)
@@ -300,7 +301,7 @@ async def test_an_approval_inside_a_nested_agent_resumes_the_top_level_run(
     assert finished.status == "completed", finished
     assert finished.answer is not None
     assert finished.answer.startswith("Billing says: Refunded 25.00 on order 1001.")
-    assert len(await side_effects(engine, run.run_id, "refund-1001")) == 1
+    assert len(await side_effects(engine, run.run_id, "desk-1/refund-1001")) == 1
 
 
 # -- Tools that run outside the engine ---------------------------------------------------------

@@ -91,8 +91,9 @@ class HostRun:
     agent_name: str
     deps: GraphDeps
     session: Session
-    #: The request each call that paused in this invocation recorded, by call id.
-    requests: dict[str, str] = field(default_factory=dict)
+    #: The request each call that paused in this invocation recorded, and the call's identity,
+    #: by its scoped call id (``scoped_call_id``).
+    requests: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: ``run.tool_count`` for policies, per tool: the run's successful executions, from the
     #: ledger at the start of this invocation (each resume is a new one) and counted on since.
     #: The SDK gates a turn's calls together, in no order a resume keeps: a call does not
@@ -102,15 +103,19 @@ class HostRun:
     settled: dict[tuple[str, str], Gate] = field(default_factory=dict)
 
     async def gate(
-        self, tool: FunctionTool, call_id: str, args: dict[str, Any], needs: bool
+        self, tool: FunctionTool, call_id: str, args: dict[str, Any], needs: Needs
     ) -> Gate:
-        """``pre_tool_call`` for a call: allowed (maybe transformed), paused on its request,
-        or denied (by a policy or a human).
+        """``pre_tool_call`` for a call (``call_id`` scoped, ``scoped_call_id``): allowed
+        (maybe transformed), paused on its request, or denied (by a policy or a human).
 
         The SDK asks ``needs_approval`` and then ``on_invoke_tool`` about the same call in
         one invocation: that is one interception, so it is emitted (and recorded) once and
         its answer kept for the same arguments. A pause is never kept: a resume asks again,
-        and the answer comes from the database."""
+        and the answer comes from the database.
+
+        ``needs`` (the tool's own ``needs_approval``) is asked only of arguments the schema
+        takes: a predicate that still fails on them answers the model ``invalid_arguments``
+        and runs nothing."""
         # Arguments the tool's schema refuses never reach a policy: the SDK would convert them
         # to the tool's types only to run it ("false" for a boolean runs as False), so a
         # policy, the request and its identity would judge other values than those that run.
@@ -125,7 +130,19 @@ class HostRun:
         kept = self.settled.get(key)
         if kept is not None:
             return kept
-        answer = await self._pre_tool_call(tool, call_id, args, needs, identity)
+        try:
+            needed = await needs()
+        except Exception as exc:  # the tool's own predicate, on arguments it cannot judge
+            answer = Gate(
+                message=_error(
+                    "invalid_arguments",
+                    "the tool's needs_approval could not judge them: "
+                    + storable_text(f"{type(exc).__name__}: {exc}"[:300]),
+                )
+            )
+            self.settled[key] = answer
+            return answer
+        answer = await self._pre_tool_call(tool, call_id, args, needed, identity)
         if answer.pending is None:
             self.settled[key] = answer
         return answer
@@ -138,8 +155,12 @@ class HostRun:
         again, so without this the rejection would leave no interception record."""
         invoke = tool.on_invoke_tool
         own = invoke.needs if isinstance(invoke, GovernedInvoke) else tool.needs_approval
-        # It was escalated: by its own needs_approval, or by a policy that comes first anyway.
-        await self.gate(tool, call_id, args, own is not False)
+
+        async def escalated() -> bool:
+            # By its own needs_approval, or by a policy that comes first anyway.
+            return own is not False
+
+        await self.gate(tool, call_id, args, escalated)
 
     async def _pre_tool_call(
         self, tool: FunctionTool, call_id: str, args: dict[str, Any], needs: bool, identity: str
@@ -171,7 +192,7 @@ class HostRun:
         try:
             outcome = await self.session.emit(ctx, slot)
         except _AwaitingHuman as waiting:
-            self.requests[call_id] = waiting.request.id
+            self.requests[call_id] = (waiting.request.id, identity)
             return Gate(pending=waiting.request)
         except InterceptionBlocked as blocked:
             return Gate(message=_denied(blocked, slot.decision))
@@ -285,7 +306,26 @@ class HostRun:
         return result if kept == result else kept
 
 
+#: What the SDK's ``needs_approval`` setting of a tool answers for a call, asked when the gate
+#: wants it.
+Needs = Callable[[], Awaitable[bool]]
+
 _CURRENT_RUN: ContextVar[HostRun | None] = ContextVar("approvals_openai_run", default=None)
+#: The call ids of the ``as_tool`` agent calls a nested call runs inside, outermost first.
+_AGENT_PATH: ContextVar[tuple[str, ...]] = ContextVar("approvals_openai_agent_path", default=())
+
+#: What joins an agent path's call ids in a scoped call id.
+PATH_SEPARATOR = "/"
+
+
+def scoped_call_id(call_id: str) -> str:
+    """The call id the engine records for the SDK's ``call_id`` here: prefixed with the call
+    ids of the ``as_tool`` agent calls it runs inside (``"o1/n1"``), so two nested runs whose
+    models both name a call ``n1`` get a request, a ledger row and an identity each. A call of
+    the top-level agent keeps its own id."""
+    return PATH_SEPARATOR.join((*_AGENT_PATH.get(), call_id))
+
+
 _CURRENT_CALL: ContextVar[ToolCall | None] = ContextVar("approvals_openai_call", default=None)
 
 
@@ -327,8 +367,11 @@ class GovernedApproval:
         self, context: RunContextWrapper[Any], params: dict[str, Any], call_id: str
     ) -> bool:
         run = current_run()
-        needs = await evaluate_needs_approval_setting(self._own, context, params, call_id)
-        gate = await run.gate(self._tool, call_id, params, needs)
+
+        async def needs() -> bool:
+            return await evaluate_needs_approval_setting(self._own, context, params, call_id)
+
+        gate = await run.gate(self._tool, scoped_call_id(call_id), params, needs)
         return gate.pending is not None
 
 
@@ -350,14 +393,18 @@ class GovernedInvoke:
 
     async def __call__(self, context: ToolContext[Any], arguments: str) -> Any:
         run = current_run()
-        call_id = context.tool_call_id
+        own_id = context.tool_call_id
+        call_id = scoped_call_id(own_id)
         try:
             args = json.loads(arguments) if arguments.strip() else {}
         except ValueError:
             return _error("invalid_arguments", "the arguments are not JSON")
         if not isinstance(args, dict):
             return _error("invalid_arguments", "the arguments must be a JSON object")
-        needs = await evaluate_needs_approval_setting(self._needs, context, args, call_id)
+
+        async def needs() -> bool:
+            return await evaluate_needs_approval_setting(self._needs, context, args, own_id)
+
         gate = await run.gate(self._tool, call_id, args, needs)
         if gate.pending is not None:
             # The RunState says go, the database does not: nothing runs.
@@ -373,9 +420,14 @@ class GovernedInvoke:
             return await self._own(context, json.dumps(final))
 
         if getattr(self._tool, "_is_agent_tool", False):
-            # A nested agent: its own function tools go through the ledger one by one; the
-            # nested run itself may pause and resume, so it is not a single execution.
-            return await invoke()
+            # A nested agent: its own function tools go through the ledger one by one, their
+            # call ids scoped by this call's; the nested run itself may pause and resume, so
+            # it is not a single execution.
+            path = _AGENT_PATH.set((*_AGENT_PATH.get(), own_id))
+            try:
+                return await invoke()
+            finally:
+                _AGENT_PATH.reset(path)
         result = await run.execute_once(self._tool, call_id, final, invoke)
         return await run.after(self._tool, call_id, final, result)
 

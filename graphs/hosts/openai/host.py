@@ -36,8 +36,8 @@ from graphs.hosts.openai.step import (
     INTERRUPT_PREFIX,
     SDKRun,
     blocked,
-    call_id,
     ended,
+    request_for,
     run_step,
 )
 from graphs.run.outcome import RunOutcome
@@ -100,9 +100,9 @@ class OpenAIHost(GovernedAgent):
         stored = await states.load(job.run_id)
         if stored is None:
             return JobEnd(status=JobStatus.FAILED, error="the run has no stored state")
-        waiting = {call_id: request_id for call_id, request_id in stored.waiting}
-        decided = await states.decision(job.request_id)
-        pending_here = job.request_id in waiting.values()
+        decisions = {r: await states.decision(r) for _, r in stored.waiting}
+        decided = decisions.get(job.request_id) or await states.decision(job.request_id)
+        pending_here = job.request_id in decisions
         refusal = self._refusal(job, stored, decided, seal, pending_here)
         if refusal is not None:
             return await _refuse(states, job, stored, decided, *refusal)
@@ -136,7 +136,18 @@ class OpenAIHost(GovernedAgent):
                 " refused"
             )
             return await _refuse(states, job, stored, decided, error, "unreadable")
-        rejected = await _apply_decisions(state, waiting, states)
+        waiting = {
+            c: (r, found.identity)
+            for c, r in stored.waiting
+            if (found := decisions.get(r)) is not None
+        }
+        try:
+            rejected = _apply_decisions(state, job.run_id, waiting, decisions)
+        except Exception as exc:
+            # The SDK refused a decision (two nested runs whose calls it cannot tell apart,
+            # say): the run fails where an operator sees it, never stays "waiting" with
+            # nothing left to decide. Nothing of the state ran.
+            return _unapplied(job, exc)
         if rejected is None:
             return JobEnd(status=JobStatus.SKIPPED, error="no decision to apply")
         return await self._step_decided(job, check, state, waiting, rejected, store, services)
@@ -211,8 +222,8 @@ class OpenAIHost(GovernedAgent):
         job: ResumeJob,
         check: ResumeCheck,
         state: RunState[Any, Any],
-        waiting: dict[str, str],
-        rejected: list[Any],
+        waiting: dict[str, tuple[str, str]],
+        rejected: list[tuple[Any, str]],
         store: tuple[OpenAIRunStates, StateSeal],
         services: HostServices,
     ) -> RunOutcome:
@@ -269,19 +280,25 @@ async def _refuse(
     )
 
 
-async def _apply_decisions(
-    state: RunState[Any, Any], waiting: dict[str, str], states: OpenAIRunStates
-) -> list[Any] | None:
-    """Apply each waiting call's stored decision to ``state``: the interruptions it rejected,
-    or ``None`` when no call was decided."""
+def _apply_decisions(
+    state: RunState[Any, Any],
+    run_id: str,
+    waiting: dict[str, tuple[str, str]],
+    decisions: dict[str, StoredDecision | None],
+) -> list[tuple[Any, str]] | None:
+    """Apply each waiting call's stored decision (``decisions``, by request id) to ``state``:
+    the interruptions it rejected, each with its scoped call id, or ``None`` when no call was
+    decided. ``waiting``: scoped call id -> request id and the call's identity."""
     applied = 0
-    rejected: list[Any] = []
+    rejected: list[tuple[Any, str]] = []
+    taken: set[str] = set()
     for item in state.get_interruptions():
-        found_id = call_id(item)
-        request_id = waiting.get(found_id) if found_id is not None else None
-        if request_id is None:
+        found = request_for(item, run_id, waiting, taken)
+        if found is None:
             continue
-        decision = await states.decision(request_id)
+        scoped, request_id = found
+        taken.add(scoped)
+        decision = decisions.get(request_id)
         if decision is None or decision.status == "pending":
             continue
         if decision.status in ("approved", "answered"):
@@ -289,9 +306,22 @@ async def _apply_decisions(
             state.approve(item)
         else:
             state.reject(item, rejection_message=_rejection(decision))
-            rejected.append(item)
+            rejected.append((item, scoped))
         applied += 1
     return rejected if applied else None
+
+
+def _unapplied(job: ResumeJob, exc: Exception) -> RunOutcome:
+    """A failed run: the SDK refused to apply a stored decision to its state."""
+    error = storable_text(
+        f"the decisions could not be applied to the agent's state ({type(exc).__name__}: {exc})"[
+            :1000
+        ]
+    )
+    log.error("run %s: %s", job.run_id, error, extra={"run_id": job.run_id})
+    return RunOutcome(
+        run_id=job.run_id, thread_id=job.thread_id, status=RunStatus.FAILED, error=error
+    )
 
 
 def _rejection(decision: Any) -> str:

@@ -10,19 +10,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_hooks import InterceptionBlocked
+from agent_hooks import AgentHooksCoreError, InterceptionBlocked
 from agents import FunctionTool, RunConfig, RunResult
 from agents import Runner as SDKRunner
 
 from approvals.errors import DatabaseUnavailable
+from approvals.identity import call_identity
 from approvals.model import RunStatus
 from graphs.hooks.governance import Session, SessionHolder, record_row
 from graphs.hosts.base import HostServices
-from graphs.hosts.openai.calls import HostRun, enter, leave
+from graphs.hosts.openai.calls import PATH_SEPARATOR, HostRun, enter, leave
 from graphs.hosts.openai.governed import GovernedAgent, reachable
 from graphs.hosts.openai.ports import OpenAIRunStates
 from graphs.hosts.openai.sealing import SealedRow, StateSeal
@@ -54,15 +55,16 @@ async def run_step(
     holder: SessionHolder,
     services: HostServices,
     *,
-    waiting: dict[str, str],
-    rejected: Sequence[Any] = (),
+    waiting: dict[str, tuple[str, str]],
+    rejected: Sequence[tuple[Any, str]] = (),
     ran: dict[str, int] | None = None,
 ) -> RunOutcome:
     """Run the agent from ``given`` (the input, or a decided state) until it finishes or
-    pauses, and store where it stands. ``waiting``: the calls the run waited on before (call
-    id -> request id). ``rejected``: the interruptions the state was told to reject, whose
-    ``pre_tool_call`` is emitted first (answered by the stored decision). ``ran``: how many
-    times each tool ran in the run before (none at its start)."""
+    pauses, and store where it stands. ``waiting``: the calls the run waited on before
+    (scoped call id -> request id and the call's identity). ``rejected``: the interruptions
+    the state was told to reject, with their scoped call ids, whose ``pre_tool_call`` is
+    emitted first (answered by the stored decision). ``ran``: how many times each tool ran
+    in the run before (none at its start)."""
     session = holder.get(
         host.governance, graph=host.name, run_id=run.run_id, principal=run.principal
     )
@@ -81,13 +83,13 @@ async def run_step(
     text = json.dumps(result.to_state().to_json(), sort_keys=True, separators=(",", ":"))
     paused: list[tuple[str, str]] = []
     unrecorded: list[str] = []
+    known = {**waiting, **current.requests}
     for item in result.interruptions:
-        found = call_id(item) or "?"
-        request_id = current.requests.get(found) or waiting.get(found)
-        if request_id is None:
-            unrecorded.append(found)
+        found = request_for(item, run.run_id, known, taken={c for c, _ in paused})
+        if found is None:
+            unrecorded.append(call_id(item) or "?")
         else:
-            paused.append((found, request_id))
+            paused.append(found)
     outcome = RunOutcome(run_id=run.run_id, thread_id=run.thread_id, status=RunStatus.COMPLETED)
     if unrecorded:
         # The SDK paused on a call the engine recorded no request for (its arguments
@@ -116,15 +118,15 @@ async def _run_agent(
     host: GovernedAgent,
     given: Any,
     current: HostRun,
-    rejected: Sequence[Any],
+    rejected: Sequence[tuple[Any, str]],
     transient: Callable[[BaseException], bool],
 ) -> RunResult | RunOutcome:
     """The SDK's ``Runner.run`` with ``current`` as the run its tools see; a failed run's
     outcome when the agent (or the SDK) failed."""
     token = enter(current)
     try:
-        for item in rejected:
-            await record_rejection(current, host, item)
+        for item, scoped in rejected:
+            await record_rejection(current, host, item, scoped)
         return await SDKRunner.run(
             host.agent,
             given,
@@ -202,9 +204,47 @@ def call_id(item: Any) -> str | None:
     return found if isinstance(found, str) else None
 
 
-async def record_rejection(current: HostRun, host: GovernedAgent, item: Any) -> None:
-    """The interception record of a rejected call (see ``HostRun.record_rejection``)."""
-    found_id = call_id(item)
+def _arguments(item: Any) -> dict[str, Any] | None:
+    try:
+        args = json.loads(getattr(item, "arguments", None) or "{}")
+    except ValueError:
+        return None
+    return args if isinstance(args, dict) else None
+
+
+def request_for(
+    item: Any, run_id: str, known: dict[str, tuple[str, str]], taken: Collection[str] = ()
+) -> tuple[str, str] | None:
+    """The scoped call id and request of an interruption, among ``known`` (scoped call id ->
+    request id and identity), ``None`` when none is its.
+
+    The SDK's item names its own call id, not the ``as_tool`` calls it runs inside: a
+    request is the item's when its scoped id ends in that call id and its identity is the
+    identity of the item's tool and arguments under the scoped id. Two nested runs whose
+    calls have the same id, tool and arguments match both requests: each item takes one not
+    ``taken`` yet (the SDK itself cannot apply decisions to them: see the host's resume)."""
+    own = call_id(item)
+    args = _arguments(item)
+    name = getattr(item, "tool_name", None) or getattr(item, "name", None)
+    if own is None or args is None or not isinstance(name, str):
+        return None
+    for scoped, (request_id, identity) in known.items():
+        if scoped in taken:
+            continue
+        if scoped != own and not scoped.endswith(PATH_SEPARATOR + own):
+            continue
+        try:
+            matches = call_identity(run_id=run_id, call_id=scoped, tool=name, args=args)
+        except AgentHooksCoreError:
+            return None
+        if matches == identity:
+            return scoped, request_id
+    return None
+
+
+async def record_rejection(current: HostRun, host: GovernedAgent, item: Any, scoped: str) -> None:
+    """The interception record of a rejected call (see ``HostRun.record_rejection``), under
+    its scoped call id."""
     name = getattr(item, "tool_name", None) or getattr(item, "name", None)
     owner = getattr(item, "agent", None)
     candidates = [owner, *reachable(host.agent)] if owner is not None else reachable(host.agent)
@@ -217,14 +257,11 @@ async def record_rejection(current: HostRun, host: GovernedAgent, item: Any) -> 
         ),
         None,
     )
-    try:
-        args = json.loads(getattr(item, "arguments", None) or "{}")
-    except ValueError:
-        args = None
-    if found_id is None or tool is None or not isinstance(args, dict):
+    args = _arguments(item)
+    if tool is None or args is None:
         # The call never had a request of its own then (see ``run_step``'s unrecorded calls).
         return
-    await current.record_rejection(tool, found_id, args)
+    await current.record_rejection(tool, scoped, args)
 
 
 async def ended(holder: SessionHolder, outcome: RunOutcome) -> RunOutcome:
