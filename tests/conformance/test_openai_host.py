@@ -310,7 +310,7 @@ class _OpenAIRun:
             token = enter(current)
             try:
                 for item in rejected:
-                    await record_rejection(current, host, item)
+                    await record_rejection(current, host, item, call_id(item) or "")
                 result = await SDKRunner.run(
                     host.agent,
                     given,
