@@ -972,6 +972,23 @@ CREATE TABLE public.openai_run_states (
     saved_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE public.openai_session_items (
+    id bigint NOT NULL,
+    thread_id text NOT NULL,
+    run_id uuid NOT NULL,
+    item jsonb NOT NULL,
+    added_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE public.openai_session_items ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.openai_session_items_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.resume_queue (
     id bigint NOT NULL,
     request_id uuid NOT NULL,
@@ -1182,6 +1199,9 @@ ALTER TABLE ONLY public.notification_deliveries
 ALTER TABLE ONLY public.openai_run_states
     ADD CONSTRAINT openai_run_states_pkey PRIMARY KEY (run_id);
 
+ALTER TABLE ONLY public.openai_session_items
+    ADD CONSTRAINT openai_session_items_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.resume_queue
     ADD CONSTRAINT resume_queue_decision_id_key UNIQUE (decision_id);
 
@@ -1247,6 +1267,10 @@ CREATE INDEX interception_records_run_idx ON public.interception_records USING b
 CREATE INDEX notification_attempts_delivery_idx ON public.notification_attempts USING btree (delivery_id, attempt);
 
 CREATE INDEX notification_deliveries_due_idx ON public.notification_deliveries USING btree (next_attempt_at) WHERE (status = ANY (ARRAY['sending'::text, 'retry'::text]));
+
+CREATE INDEX openai_session_items_run_idx ON public.openai_session_items USING btree (run_id);
+
+CREATE INDEX openai_session_items_thread_idx ON public.openai_session_items USING btree (thread_id, id);
 
 CREATE INDEX resume_queue_queued_idx ON public.resume_queue USING btree (id) WHERE (status = 'queued'::text);
 
@@ -1324,6 +1348,9 @@ ALTER TABLE ONLY public.notification_deliveries
 
 ALTER TABLE ONLY public.openai_run_states
     ADD CONSTRAINT openai_run_states_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.openai_session_items
+    ADD CONSTRAINT openai_session_items_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.resume_queue
     ADD CONSTRAINT resume_queue_decision_id_fkey FOREIGN KEY (decision_id) REFERENCES public.decisions(id);
