@@ -6,18 +6,23 @@ The kit's harness contract is framework-neutral (``setup`` with the vector's int
 
 - the vector's model script is an ``agents.models.interface.Model`` (the n-th model call of
   the run answers with the n-th scripted response; the SDK does not call the model again
-  for a turn it resumes), its tools are ``FunctionTool``\\ s that the host governs in place;
+  for a turn it resumes), its tools are ``FunctionTool``\\ s; the host governs both in place
+  (the model becomes a ``GovernedModel``, ``graphs.hosts.openai.model_calls``);
 - ``agent_startup`` and ``input`` go through the runner's admission, ``output`` and
-  ``agent_shutdown`` through the runner's own functions, every ``pre_tool_call`` and
+  ``agent_shutdown`` through the runner's own functions, every ``pre_model_call`` and
+  ``post_model_call`` through the governed model, every ``pre_tool_call`` and
   ``post_tool_call`` through ``HostRun`` (one session per run, across its pauses);
+- a deny at a model point raises ``ModelCallBlocked`` out of ``Runner.run``: the run is
+  blocked, as the host settles it;
 - an escalation at ``pre_tool_call`` pauses the SDK's run (``needs_approval`` answers yes),
   the harness plays the human with the vector's scripted resolver (``approval_desk``), and
   resumes the ``RunState`` as the runner does: ``state.approve(item)`` lets the call ask the
   engine again (the kept answer decides it), ``state.reject(item)`` emits the call's record
   first (``HostRun.record_rejection``).
 
-The host does not mediate model calls (docs/openai-agents.md says why), so the harness does
-not claim ``model_calls``, and the kit skips every vector that needs it.
+The host buffers a model's answer until ``post_model_call`` allowed it (it does not release
+output incrementally), so the harness does not claim ``incremental_output``, and the kit skips
+the vectors that need it.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from graphs.hooks.governance import SessionHolder
 from graphs.hosts.openai import OpenAIAgent, OpenAIHost
 from graphs.hosts.openai.calls import HostRun, enter, leave
 from graphs.hosts.openai.input import admit
+from graphs.hosts.openai.model_calls import ModelCallBlocked, governed_run_config
 from graphs.hosts.openai.step import call_id, emit_output, record_rejection
 from graphs.tool_call.deps import GraphDeps
 from tests.conformance.approval_desk import ApprovalDesk, DeskSlot, Question
@@ -68,9 +74,11 @@ from tests.conformance.harness import (
 )
 from tests.conformance.scenario import ModelScriptExhausted, ScriptedToolError
 
-#: What the OpenAI host mediates: tool calls (each its own interruption), not model calls.
+#: What the OpenAI host mediates: model calls (through its governed model) and tool calls
+#: (each its own interruption).
 CAPABILITIES: frozenset[Capability] = frozenset(
     {
+        Capability.MODEL_CALLS,
         Capability.TOOL_CALLS,
         Capability.PARALLEL_TOOL_CALLS,
         Capability.INT64_JSON,
@@ -216,7 +224,13 @@ def _tool(scenario: Scenario, name: str, invocations: list[dict[str, Any]]) -> F
 
 class _HostDeskSlot(DeskSlot):
     """The desk's slot, with the pending record the OpenAI host pauses on (its call is
-    paused by ``needs_approval``, not by ``interrupt()``)."""
+    paused by ``needs_approval``, not by ``interrupt()``).
+
+    The SDK pauses a call once: a further liftable deny of the same emission after the
+    first was answered (``on_approval=resume``) comes from ``on_invoke_tool`` of the approved
+    call, where nothing can pause. There the host's slot answers in line (the engine keeps
+    one request per call identity, so it is the stored decision of that request); here the
+    desk's human answers in line."""
 
     def __init__(self, desk: ApprovalDesk, new: NewRequest, requests: MemoryApprovalRequests):
         super().__init__(desk, f"{new.call_id}|{new.tool}")
@@ -226,6 +240,12 @@ class _HostDeskSlot(DeskSlot):
 
     async def resolve(self, request: Any, /) -> Any:
         answer = await super().resolve(request)
+        waiting = self.question
+        if waiting is not None and waiting.consult > 0:
+            await self._desk.answer([waiting])
+            self._waiting = None
+            self._consults -= 1
+            return await super().resolve(request)
         if self.awaiting_human:
             self.request, _ = await self._requests.open(self._new)
         return answer
@@ -315,8 +335,12 @@ class _OpenAIRun:
                     host.agent,
                     given,
                     max_turns=MAX_ROUNDS,
-                    run_config=RunConfig(tracing_disabled=True, workflow_name=host.name),
+                    run_config=governed_run_config(
+                        RunConfig(tracing_disabled=True, workflow_name=host.name)
+                    ),
                 )
+            except ModelCallBlocked as model_stopped:
+                return None, model_stopped.reason
             finally:
                 leave(token)
             if not result.interruptions:

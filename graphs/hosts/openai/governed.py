@@ -14,6 +14,10 @@
   execution ledger (idempotency key from run and call id; a crash mid-call is
   ``outcome_unknown`` and never retried).
 
+The agent's model (an ``agents.Model``) is governed in place too (``model_calls.GovernedModel``):
+its calls go through ``pre_model_call`` and ``post_model_call``. A model named by a string is
+made by the run's ``ModelProvider``, governed by ``model_calls.governed_run_config``.
+
 Edits are refused for these tools (the SDK has no edit decision): their requests offer approve
 and reject only. ``always_approve`` is never used.
 """
@@ -26,10 +30,12 @@ from typing import Any
 
 from agent_hooks import Verdict
 from agents import Agent, FunctionTool
+from agents.models.interface import Model
 
 from approvals.policy import check_policies_tool_names
 from graphs.hooks.governance import Governance
 from graphs.hosts.openai.calls import GovernedApproval, GovernedInvoke
+from graphs.hosts.openai.model_calls import GovernedModel
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,10 @@ class GovernedAgent:
                     tool.on_invoke_tool, GovernedInvoke
                 ):
                     _govern(agent, tool)
+            if isinstance(agent.model, Model) and not isinstance(agent.model, GovernedModel):
+                # Its model calls through pre_model_call and post_model_call (model_calls);
+                # a model named by a string is governed by the run's model provider.
+                agent.model = GovernedModel(agent.model)
 
     def describe_tools(self) -> list[dict[str, Any]]:
         """Every function tool the agent reaches, as ``approvals tools list`` shows a
