@@ -1,35 +1,26 @@
-"""The model calls of an OpenAI Agents SDK run, governed: ``pre_model_call`` before the model is
-asked and ``post_model_call`` before the SDK sees its answer, as ``graphs.langchain.model_seam``
-governs a LangGraph agent's.
+"""The model calls of an OpenAI Agents SDK run through ``pre_model_call`` and ``post_model_call``,
+as ``graphs.langchain.model_seam`` governs a LangGraph agent's. The SDK has no hook that can deny
+or rewrite a response before it acts on its tool calls, so the model is wrapped: ``GovernedModel``
+emits the points through the run's session (``current_run().session``) around the model.
 
-The SDK has no hook that can deny or rewrite a model's response before it acts on the response's
-tool calls, so the model itself is wrapped: ``GovernedModel`` is an ``agents.Model`` that emits
-the points through the run's session (``current_run().session``) around the model it wraps.
-
-- ``pre_model_call``: ``messages`` are the system instructions and the input items the SDK
-  sends, in the contract's shape (``{"role", "content"}``; a function call joins its assistant
-  message as ``tool_calls``, a function call output is a ``tool`` message, any other item is
-  shown whole under its ``type`` as role). A transform changes what the model receives (the
-  messages left as they were keep their items as the SDK gave them).
-- ``post_model_call``: ``response`` is the answer's text (``None`` when it has none) and its
-  function calls (``{"id", "name", "args"}``; arguments that are not a JSON object show as
-  ``{}``, and the tool answers them ``invalid_arguments``). A transform changes what the SDK
-  acts on: a call dropped from ``tool_calls`` is never run, a rewritten one runs (through
-  ``pre_tool_call``) as rewritten.
-- A deny (and an escalation: the SDK cannot pause a model call) stops the run: the model is not
+- ``pre_model_call``: ``messages`` are the instructions (a ``system`` message) and the input
+  items (a function call joins its assistant message as ``tool_calls``, its output is a ``tool``
+  message, any other item is shown whole with its ``type`` as role). A transform changes what
+  the model receives; the messages it left as they were keep their items.
+- ``post_model_call``: the answer's text (``None`` without one) and function calls (arguments
+  that are not a JSON object show as ``{}``). A transform changes what the SDK acts on: a call
+  dropped is never run, a rewritten one goes to ``pre_tool_call`` as rewritten.
+- A deny, or an escalation (the SDK cannot pause a model call), stops the run: the model is not
   asked, or its answer never reaches the SDK. ``ModelCallBlocked`` is raised out of
-  ``Runner.run``, and the session says why (``Session.blocked``), as ``ModelSeam`` leaves it.
-  A nested agent's (``as_tool``) stop is turned by the SDK into the tool's error text for the
-  outer agent, so every later model call of the run raises it again: the run stops there.
-- ``output`` (the final answer) stays where it is: the host emits it when the run ends.
+  ``Runner.run`` and ``Session.blocked`` says why. The SDK turns a nested (``as_tool``) agent's
+  stop into the tool's error text for the outer agent, so every later model call of the run
+  raises it again.
+- ``stream_response`` is governed the same way, buffered: nothing of the stream is passed on
+  before ``post_model_call`` allowed the answer; a transformed one is passed on as its
+  completed event alone.
 
-``stream_response`` is governed the same way, buffered: nothing of the model's stream is passed
-on before ``post_model_call`` allowed the answer; a transformed answer is passed on as its one
-completed event (no deltas of the text a policy changed).
-
-``GovernedProvider`` does the same for the models a ``RunConfig``'s ``ModelProvider`` makes
-(agents that name their model by a string): ``governed_run_config`` wraps a run's config.
-Outside an engine run a governed model fails closed, as governed tools do (``current_run``).
+``governed_run_config`` governs the models a ``RunConfig``'s provider makes (agents naming their
+model by a string). Outside an engine run a governed model fails closed, as governed tools do.
 """
 
 from __future__ import annotations
@@ -70,8 +61,7 @@ TEXT_PARTS = ("input_text", "output_text")
 
 
 class ModelCallBlocked(Exception):
-    """A deny at a model point stopped the run; ``reason`` is why (point, reason, message),
-    as ``graphs.run.admission.blocked_reason`` says it."""
+    """A deny at a model point stopped the run; ``reason``: why (``blocked_reason``)."""
 
     def __init__(self, reason: dict[str, Any]) -> None:
         self.reason = reason
@@ -80,8 +70,7 @@ class ModelCallBlocked(Exception):
 
 
 class GovernedModel(Model):
-    """``inner``, asked only through ``pre_model_call`` and answering through
-    ``post_model_call``."""
+    """``inner``, asked through ``pre_model_call``, answering through ``post_model_call``."""
 
     def __init__(self, inner: Model, model_id: str | None = None) -> None:
         self._inner = inner
@@ -90,11 +79,6 @@ class GovernedModel(Model):
     @property
     def inner(self) -> Model:
         return self._inner
-
-    @property
-    def model(self) -> str:
-        """The wrapped model's name (the SDK's models keep it as ``model``)."""
-        return self.model_id
 
     async def get_response(
         self,
@@ -115,23 +99,16 @@ class GovernedModel(Model):
         instructions, given = await pre_model_call(
             session, self.model_id, system_instructions, input
         )
-        response = await self._inner.get_response(
-            instructions,
-            given,
-            model_settings,
-            tools,
-            output_schema,
-            handoffs,
-            tracing,
+        more.update(
             previous_response_id=previous_response_id,
             conversation_id=conversation_id,
             prompt=prompt,
-            **more,
+        )
+        response = await self._inner.get_response(
+            instructions, given, model_settings, tools, output_schema, handoffs, tracing, **more
         )
         output = await post_model_call(session, self.model_id, list(response.output))
-        if output is None:
-            return response
-        return dataclasses.replace(response, output=output)
+        return response if output is None else dataclasses.replace(response, output=output)
 
     async def stream_response(
         self,
@@ -152,18 +129,13 @@ class GovernedModel(Model):
         instructions, given = await pre_model_call(
             session, self.model_id, system_instructions, input
         )
-        stream = self._inner.stream_response(
-            instructions,
-            given,
-            model_settings,
-            tools,
-            output_schema,
-            handoffs,
-            tracing,
+        more.update(
             previous_response_id=previous_response_id,
             conversation_id=conversation_id,
             prompt=prompt,
-            **more,
+        )
+        stream = self._inner.stream_response(
+            instructions, given, model_settings, tools, output_schema, handoffs, tracing, **more
         )
         held: list[TResponseStreamEvent] = []
         done: list[Any] = []
@@ -175,13 +147,11 @@ class GovernedModel(Model):
                 answer = event.response
                 items = list(answer.output) or [i for i in done if i is not None]
                 output = await post_model_call(session, self.model_id, items)
-                if output is None:
-                    for kept in held:
-                        yield kept
-                    yield event
-                else:
+                if output is not None:
                     released = answer.model_copy(update={"output": output})
-                    yield event.model_copy(update={"response": released})
+                    held, event = [], event.model_copy(update={"response": released})
+                for kept in (*held, event):
+                    yield kept
                 return
             if kind in ("response.incomplete", "response.failed", "error", "response.error"):
                 # The SDK fails the run on these; nothing of the unreleased answer goes with.
@@ -211,10 +181,6 @@ class GovernedProvider(ModelProvider):
     def __init__(self, inner: ModelProvider) -> None:
         self._inner = inner
 
-    @property
-    def inner(self) -> ModelProvider:
-        return self._inner
-
     def get_model(self, model_name: str | None) -> Model:
         return governed_model(self._inner.get_model(model_name), model_name)
 
@@ -228,9 +194,8 @@ def governed_model(model: Model, model_id: str | None = None) -> GovernedModel:
 
 
 def governed_run_config(config: RunConfig) -> RunConfig:
-    """``config`` with its model provider governed, and its model when it is a ``Model``: what
-    a host passes to ``Runner.run`` so that a model named by a string (the agent's or the
-    config's) is governed too."""
+    """``config`` with its model provider (models named by a string) and its ``Model``
+    governed: what a host passes to ``Runner.run``."""
     provider = config.model_provider
     if not isinstance(provider, GovernedProvider):
         provider = GovernedProvider(provider)
@@ -256,9 +221,6 @@ def _stopped(session: Session, reason: dict[str, Any]) -> ModelCallBlocked:
 def _model_id(model: Model) -> str:
     named = getattr(model, "model", None)
     return named if isinstance(named, str) and named else type(model).__name__
-
-
-# -- pre_model_call -----------------------------------------------------------------------------
 
 
 async def pre_model_call(
@@ -367,21 +329,13 @@ def _items_of(message: dict[str, Any]) -> list[Any]:
         if content or role != "assistant":
             items.append({"role": role, "content": content if content is not None else ""})
         if role == "assistant":
-            items.extend(_call_item(call) for call in message.get("tool_calls") or [])
+            for call in map(_checked_call, message.get("tool_calls") or []):
+                item = {"type": "function_call", "call_id": call["id"], "name": call["name"]}
+                items.append({**item, "arguments": json.dumps(call["args"])})
         return items
     if isinstance(content, dict) and content.get("type") == role:
         return [content]
     raise ValueError(f"a transformed message has an unknown role {role!r}")
-
-
-def _call_item(call: Any) -> dict[str, Any]:
-    checked = _checked_call(call)
-    return {
-        "type": "function_call",
-        "call_id": checked["id"],
-        "name": checked["name"],
-        "arguments": json.dumps(checked["args"]),
-    }
 
 
 def _checked_call(call: Any) -> dict[str, Any]:
@@ -393,9 +347,6 @@ def _checked_call(call: Any) -> dict[str, Any]:
     ):
         raise ValueError("a transformed tool call is not {id, name, args}")
     return call
-
-
-# -- post_model_call ----------------------------------------------------------------------------
 
 
 async def post_model_call(session: Session, model_id: str, output: list[Any]) -> list[Any] | None:
@@ -428,35 +379,20 @@ async def post_model_call(session: Session, model_id: str, output: list[Any]) ->
 def _rewritten(
     output: list[Any], content: Any, calls: list[dict[str, Any]], released: dict[str, Any]
 ) -> list[Any]:
-    """The output items for the released answer: the model's text replaced by the released
-    text (where the model's was), its function calls by the released ones (an unchanged call
-    keeps its item); other items (reasoning) stay."""
-    text_changed = released["content"] != content
+    """The output items for the released answer: the model's messages replaced by one with the
+    released text, its function calls by the released ones (an unchanged call keeps its item,
+    the calls go last); other items (reasoning) stay."""
     new_text = released["content"]
-    message = _message(output, new_text) if text_changed and new_text is not None else None
     new_calls = _call_items(output, calls, released["tool_calls"])
-    out: list[Any] = []
-    message_placed = calls_placed = False
-    for item in output:
-        kind = _kind(_plain(item))
-        if kind == "message" and text_changed:
-            if not message_placed and message is not None:
-                out.append(message)
-            message_placed = True
-        elif kind == "function_call" and new_calls is not None:
-            if not calls_placed:
-                out.extend(new_calls)
-            calls_placed = True
-        else:
-            out.append(item)
-    if message is not None and not message_placed:
-        first_call = next(
-            (n for n, i in enumerate(out) if _kind(_plain(i)) == "function_call"), len(out)
-        )
-        out.insert(first_call, message)
-    if new_calls is not None and not calls_placed:
-        out.extend(new_calls)
-    return out
+    dropped = {"message"} if new_text != content else set()
+    if new_calls is not None:
+        dropped.add("function_call")
+    out = [item for item in output if _kind(_plain(item)) not in dropped]
+    if "message" in dropped and new_text is not None:
+        kinds = [_kind(_plain(item)) for item in out]
+        at = kinds.index("function_call") if "function_call" in kinds else len(out)
+        out.insert(at, _message(output, new_text))
+    return out + (new_calls or [])
 
 
 def _message(output: list[Any], text: Any) -> ResponseOutputMessage:
@@ -506,9 +442,6 @@ def _call_items(output: list[Any], calls: list[dict[str, Any]], released: Any) -
     return items
 
 
-# -- the SDK's items, read ---------------------------------------------------------------------
-
-
 def _plain(value: Any) -> Any:
     """``value`` as JSON (the SDK's items are dicts or pydantic models)."""
     dump = getattr(value, "model_dump", None)
@@ -522,9 +455,7 @@ def _plain(value: Any) -> Any:
 
 
 def _kind(plain: Any) -> str | None:
-    if not isinstance(plain, dict):
-        return None
-    kind = plain.get("type")
+    kind = plain.get("type") if isinstance(plain, dict) else None
     return kind if isinstance(kind, str) else None
 
 
