@@ -46,6 +46,17 @@ class OpenAIAgent:
     agent: Agent[Any]
     governance: Governance | None = None
     max_turns: int = 10
+    #: The user's run (``graphs.hosts.openai.run_config.UserRun`` checks and uses these):
+    #: ``context``, a function of the run input's ``"context"`` JSON object that returns the
+    #: object tools see as ``ctx.context`` (called again at each resume, never pickled);
+    #: ``run_config``, an ``agents.RunConfig`` or a function that returns one; ``hooks``, an
+    #: ``agents.RunHooks`` or a function that returns one; ``session``, ``"postgres"`` (the
+    #: thread's SDK session, kept by the engine) or a function of the thread id that returns
+    #: the user's own SDK session.
+    context: Any = None
+    run_config: Any = None
+    hooks: Any = None
+    session: Any = None
 
 
 class NeedsApproval:

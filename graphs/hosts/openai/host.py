@@ -7,6 +7,10 @@ key's MAC of the row or not the version its decided request was bound to (audite
 ``run.state_tampered``), re-reads every waiting call's decision from the database, applies it
 with ``state.approve(item)`` or ``state.reject(item, rejection_message=...)`` and runs the agent
 again, which may pause again.
+
+Each step runs with the user's pieces of the run (``run_config.UserRun``): the context object
+its factory makes from the run's context JSON (kept on the run's row, made again at each
+resume), the user's ``RunConfig`` and hooks, and the thread's session.
 """
 
 from __future__ import annotations
@@ -16,21 +20,23 @@ import json
 import logging
 from typing import Any
 
-from agents import RunState
+from agents import Agent, RunState
 
-from approvals.errors import DatabaseUnavailable, GraphLoadError
-from approvals.model import JobStatus, ResumeCheck, ResumeJob, RunStatus
+from approvals.errors import DatabaseUnavailable, GraphLoadError, InvalidRunInput
+from approvals.model import JobStatus, ResumeCheck, ResumeJob, Run, RunStatus
 from graphs.hooks.governance import Governance, SessionHolder
 from graphs.hosts.base import FirstStep, HostServices, JobEnd, RunStart
-from graphs.hosts.openai.governed import GovernedAgent
-from graphs.hosts.openai.input import admit, parse_openai_input
+from graphs.hosts.openai.governed import GovernedAgent, OpenAIAgent
+from graphs.hosts.openai.input import admit, parse_context, parse_openai_input
 from graphs.hosts.openai.ports import (
+    OPENAI_SESSIONS,
     OPENAI_STATE_SEAL,
     OPENAI_STATES,
     OpenAIRunStates,
     StoredDecision,
     StoredState,
 )
+from graphs.hosts.openai.run_config import POSTGRES_SESSION, UserRun
 from graphs.hosts.openai.sealing import SealCheck, SealedRow, StateSeal
 from graphs.hosts.openai.step import (
     INTERRUPT_PREFIX,
@@ -53,9 +59,24 @@ class OpenAIHost(GovernedAgent):
 
     kind = "an OpenAI Agents SDK agent"
 
+    def __init__(self, name: str, found: Agent[Any] | OpenAIAgent) -> None:
+        super().__init__(name, found)
+        given = found if isinstance(found, OpenAIAgent) else OpenAIAgent(found)
+        #: The user's pieces of the agent's runs (``UserRunInvalid`` when unusable).
+        self.user_run = UserRun.of(name, given)
+
     async def start(self, run: RunStart, services: HostServices) -> FirstStep:
         given = parse_openai_input(run.input)
+        data = parse_context(run.input, takes_context=self.user_run.context is not None)
         states, seal = self._states(services)  # before anything is written
+        self._check_sessions(services)
+        try:
+            context = await self.user_run.context_for(data)
+        except Exception as exc:  # the user's factory refuses what it was given
+            raise InvalidRunInput(
+                "the agent's context factory refused the context: "
+                + storable_text(f"{type(exc).__name__}: {exc}"[:300])
+            ) from exc
         # agent_startup and input, before anything is written: the run's row keeps the input
         # as admitted (nothing of a denied one, a masked one masked).
         holder = SessionHolder()
@@ -66,12 +87,17 @@ class OpenAIHost(GovernedAgent):
         kept: dict[str, Any] = {}
         if admitted is not None:
             kept = {"message": admitted} if isinstance(admitted, str) else {"input": admitted}
+            if data is not None:
+                # What each resume makes the context from again.
+                kept["context"] = data
         sdk_run = SDKRun(
             run_id=run.run_id,
             thread_id=run.thread_id,
             principal=run.principal,
             states=states,
             seal=seal,
+            user=self.user_run,
+            context=context,
         )
 
         async def first() -> RunOutcome:
@@ -121,9 +147,16 @@ class OpenAIHost(GovernedAgent):
             return JobEnd(
                 status=JobStatus.SKIPPED, error="already resumed", settlement=settled.settlement
             )
+        row = await services.runs.get(job.run_id)
+        try:
+            context = await self.user_run.context_for(_context_json(row))
+        except Exception as exc:  # the factory refuses the JSON it took when the run started
+            return _failed(
+                job, "the agent's context could not be made again from the run's context", exc
+            )
         try:
             state: RunState[Any, Any] = await RunState.from_json(
-                self.agent, json.loads(stored.state)
+                self.agent, json.loads(stored.state), context_override=context
             )
         except Exception as exc:
             # Its versions match, yet the SDK cannot read it as a state of this agent (another
@@ -147,10 +180,19 @@ class OpenAIHost(GovernedAgent):
             # The SDK refused a decision (two nested runs whose calls it cannot tell apart,
             # say): the run fails where an operator sees it, never stays "waiting" with
             # nothing left to decide. Nothing of the state ran.
-            return _unapplied(job, exc)
+            return _failed(job, "the decisions could not be applied to the agent's state", exc)
         if rejected is None:
             return JobEnd(status=JobStatus.SKIPPED, error="no decision to apply")
-        return await self._step_decided(job, check, state, waiting, rejected, store, services)
+        sdk_run = SDKRun(
+            run_id=job.run_id,
+            thread_id=job.thread_id,
+            principal=row.started_by if row is not None else "",
+            states=states,
+            seal=seal,
+            user=self.user_run,
+            context=context,
+        )
+        return await self._step_decided(job, check, state, waiting, rejected, sdk_run, services)
 
     async def waiting(self, thread_id: str) -> bool:
         """``False``: an SDK run's state is its own (stored by run), not the thread's."""
@@ -180,6 +222,22 @@ class OpenAIHost(GovernedAgent):
                 "this host keeps no OpenAI run states: give GraphDeps.extras "
                 "graphs.hosts.openai.openai_extras(storage.openai_runs.PgOpenAIRunStates(db), "
                 "secret=the app's secret key)",
+            ) from exc
+
+    def _check_sessions(self, services: HostServices) -> None:
+        """``GraphLoadError`` when the agent's session is the engine's and this host keeps
+        none (before anything is written)."""
+        if self.user_run.session != POSTGRES_SESSION:
+            return
+        try:
+            services.deps.provided(OPENAI_SESSIONS)
+        except LookupError as exc:
+            raise GraphLoadError(
+                self.name,
+                "OpenAI Agents SDK agent",
+                'this host keeps no OpenAI sessions (session="postgres"): give '
+                "GraphDeps.extras openai_extras(..., "
+                "sessions=storage.openai_sessions.PgOpenAISessions(db))",
             ) from exc
 
     def _refusal(
@@ -224,21 +282,12 @@ class OpenAIHost(GovernedAgent):
         state: RunState[Any, Any],
         waiting: dict[str, tuple[str, str]],
         rejected: list[tuple[Any, str]],
-        store: tuple[OpenAIRunStates, StateSeal],
+        sdk_run: SDKRun,
         services: HostServices,
     ) -> RunOutcome:
         """Run the agent on from ``state``, its decisions applied (``rejected``: the
         interruptions it was told to reject)."""
-        states, seal = store
-        run = await services.runs.get(job.run_id)
         holder = SessionHolder(first_sequence=check.next_sequence)
-        sdk_run = SDKRun(
-            run_id=job.run_id,
-            thread_id=job.thread_id,
-            principal=run.started_by if run is not None else "",
-            states=states,
-            seal=seal,
-        )
         outcome = await run_step(
             self,
             state,
@@ -311,13 +360,15 @@ def _apply_decisions(
     return rejected if applied else None
 
 
-def _unapplied(job: ResumeJob, exc: Exception) -> RunOutcome:
-    """A failed run: the SDK refused to apply a stored decision to its state."""
-    error = storable_text(
-        f"the decisions could not be applied to the agent's state ({type(exc).__name__}: {exc})"[
-            :1000
-        ]
-    )
+def _context_json(run: Run | None) -> dict[str, Any] | None:
+    """The context JSON the run's row keeps (``None``: it was given none)."""
+    data = run.input.get("context") if run is not None else None
+    return data if isinstance(data, dict) else None
+
+
+def _failed(job: ResumeJob, what: str, exc: Exception) -> RunOutcome:
+    """A failed run, nothing of its state run: ``what`` went wrong, and why (``exc``)."""
+    error = storable_text(f"{what} ({type(exc).__name__}: {exc})"[:1000])
     log.error("run %s: %s", job.run_id, error, extra={"run_id": job.run_id})
     return RunOutcome(
         run_id=job.run_id, thread_id=job.thread_id, status=RunStatus.FAILED, error=error

@@ -1,11 +1,12 @@
-"""What the OpenAI host needs from storage: where a paused run's ``RunState`` is kept, and
-how a resume re-reads a request's decision. ``storage.openai_runs.PgOpenAIRunStates`` is the
-PostgreSQL adapter; the host finds it in ``GraphDeps.extras`` under ``OPENAI_STATES``, and the
-key the states are sealed with under ``OPENAI_STATE_SEAL``."""
+"""What the OpenAI host needs from storage: where a paused run's ``RunState`` is kept, how a
+resume re-reads a request's decision, and where a thread's SDK session is kept.
+``storage.openai_runs.PgOpenAIRunStates`` and ``storage.openai_sessions.PgOpenAISessions`` are
+the PostgreSQL adapters; the host finds them in ``GraphDeps.extras`` under ``OPENAI_STATES`` and
+``OPENAI_SESSIONS``, and the key the states are sealed with under ``OPENAI_STATE_SEAL``."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from graphs.hosts.openai.sealing import StateSeal
 from graphs.tool_call.deps import Extra
@@ -87,13 +88,33 @@ class OpenAIRunStates(Protocol):
         ...
 
 
+class OpenAISessions(Protocol):
+    """Where the SDK sessions the engine keeps are (``OpenAIAgent(..., session="postgres")``)."""
+
+    def session(self, *, thread_id: str, run_id: str) -> Any:
+        """The SDK session (``agents.memory.Session``, ``session_id`` the thread id) of
+        ``thread_id``'s conversation; the items it adds are ``run_id``'s."""
+        ...
+
+
 #: Where the host gives the OpenAI runs' state store in ``GraphDeps.extras``.
 OPENAI_STATES: Extra[OpenAIRunStates] = Extra("openai.run_states")
 #: Where the host gives the key the stored states are sealed with (``sealing.StateSeal``).
 OPENAI_STATE_SEAL: Extra[StateSeal] = Extra("openai.state_seal")
+#: Where the host gives the SDK sessions it keeps (``session="postgres"``).
+OPENAI_SESSIONS: Extra[OpenAISessions] = Extra("openai.sessions")
 
 
-def openai_extras(states: OpenAIRunStates, *, secret: str | bytes) -> dict[str, object]:
+def openai_extras(
+    states: OpenAIRunStates, *, secret: str | bytes, sessions: OpenAISessions | None = None
+) -> dict[str, object]:
     """``GraphDeps.extras`` that give the OpenAI host ``states``, sealed under a key derived
-    from ``secret`` (the app's secret: every process that resumes runs must share it)."""
-    return {OPENAI_STATES.name: states, OPENAI_STATE_SEAL.name: StateSeal(secret)}
+    from ``secret`` (the app's secret: every process that resumes runs must share it), and
+    the ``sessions`` it keeps, if given."""
+    extras: dict[str, object] = {
+        OPENAI_STATES.name: states,
+        OPENAI_STATE_SEAL.name: StateSeal(secret),
+    }
+    if sessions is not None:
+        extras[OPENAI_SESSIONS.name] = sessions
+    return extras

@@ -3,6 +3,8 @@ the agent finishes or pauses, and the state stored where it stands.
 
 The state is serialized (``to_json``) and stored in PostgreSQL with its version, a keyed MAC of
 the stored row under the app's secret (``sealing``), which the run's pending requests carry.
+The user's context object is never part of it: a resume makes it again from the JSON the run's
+row keeps (``run_config.UserRun``).
 """
 
 from __future__ import annotations
@@ -11,11 +13,16 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_hooks import AgentHooksCoreError, InterceptionBlocked
-from agents import FunctionTool, RunConfig, RunResult
+from agents import (
+    FunctionTool,
+    InputGuardrailTripwireTriggered,
+    OutputGuardrailTripwireTriggered,
+    RunResult,
+)
 from agents import Runner as SDKRunner
 
 from approvals.errors import DatabaseUnavailable
@@ -26,6 +33,7 @@ from graphs.hosts.base import HostServices
 from graphs.hosts.openai.calls import PATH_SEPARATOR, HostRun, enter, leave
 from graphs.hosts.openai.governed import GovernedAgent, reachable
 from graphs.hosts.openai.ports import OpenAIRunStates
+from graphs.hosts.openai.run_config import UserRun, run_config_for
 from graphs.hosts.openai.sealing import SealedRow, StateSeal
 from graphs.run.admission import blocked_reason
 from graphs.run.outcome import RunOutcome
@@ -46,6 +54,10 @@ class SDKRun:
     principal: str
     states: OpenAIRunStates
     seal: StateSeal
+    #: The user's pieces of the run (context factory, ``RunConfig``, hooks, session).
+    user: UserRun = field(default_factory=UserRun)
+    #: The user's context object for this step, made from the run's context JSON.
+    context: Any = None
 
 
 async def run_step(
@@ -77,10 +89,10 @@ async def run_step(
         session=session,
         counts=dict(ran or {}),
     )
-    result = await _run_agent(host, given, current, rejected, services.transient)
+    result = await _run_agent(host, given, current, run, rejected, services.transient)
     if isinstance(result, RunOutcome):
         return result
-    text = json.dumps(result.to_state().to_json(), sort_keys=True, separators=(",", ":"))
+    text = state_text(result)
     paused: list[tuple[str, str]] = []
     unrecorded: list[str] = []
     known = {**waiting, **current.requests}
@@ -118,20 +130,40 @@ async def _run_agent(
     host: GovernedAgent,
     given: Any,
     current: HostRun,
+    run: SDKRun,
     rejected: Sequence[tuple[Any, str]],
     transient: Callable[[BaseException], bool],
 ) -> RunResult | RunOutcome:
-    """The SDK's ``Runner.run`` with ``current`` as the run its tools see; a failed run's
-    outcome when the agent (or the SDK) failed."""
+    """The SDK's ``Runner.run`` with ``current`` as the run its tools see, and the user's
+    context, ``RunConfig``, hooks and session; a failed run's outcome when the agent (or the
+    SDK) failed, a blocked one when a guardrail of the user's tripped."""
     token = enter(current)
     try:
         for item, scoped in rejected:
             await record_rejection(current, host, item, scoped)
+        user = run.user
         return await SDKRunner.run(
             host.agent,
             given,
+            # On a resume, the SDK puts it in place of the (empty) context the state holds.
+            context=run.context,
             max_turns=host.max_turns,
-            run_config=RunConfig(tracing_disabled=True, workflow_name=host.name),
+            hooks=user.hooks_for(),
+            run_config=run_config_for(
+                user, workflow=host.name, run_id=run.run_id, thread_id=run.thread_id
+            ),
+            # The same session at the start and at each resume: the SDK writes the items the
+            # pause held back to it, and refuses a session of another id.
+            session=user.session_for(current.deps, thread_id=run.thread_id, run_id=run.run_id),
+        )
+    except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as exc:
+        which = "input" if isinstance(exc, InputGuardrailTripwireTriggered) else "output"
+        name = exc.guardrail_result.guardrail.get_name()
+        return RunOutcome(
+            run_id=current.run_id,
+            thread_id=current.thread_id,
+            status=RunStatus.BLOCKED,
+            error=storable_text(f"blocked by the {which} guardrail {name}"[:1000]),
         )
     except Exception as exc:  # a host failure stops the run, visibly
         if isinstance(exc, DatabaseUnavailable) or transient(exc):
@@ -190,6 +222,37 @@ async def _store(
         answer=row.answer,
         error=row.error,
     )
+
+
+def state_text(result: RunResult) -> str:
+    """The text of the run's ``RunState`` as stored: its JSON without the user's context
+    (``_without_context``), which a resume makes again from the run's context JSON."""
+    # Nothing of a custom context object goes into the state (the SDK would otherwise dump a
+    # dataclass or a model, and warn); its mappings are taken out below.
+    data = result.to_state().to_json(context_serializer=lambda _: {})
+    return json.dumps(_without_context(data), sort_keys=True, separators=(",", ":"))
+
+
+#: The keys of the SDK's serialized run context (``RunState.to_json``: the run's, and each
+#: paused nested ``as_tool`` run's).
+_CONTEXT_ENTRY = frozenset({"usage", "approvals", "context", "context_meta"})
+
+
+def _without_context(value: Any) -> Any:
+    """``value`` (a ``RunState``'s JSON) with every run context entry's user context left
+    out: the entry says there was none, so no restore asks for it (the resume gives its own)."""
+    if isinstance(value, list):
+        return [_without_context(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _without_context(v) for k, v in value.items() if k != "context"}
+    if "context" in value:
+        if value.keys() >= _CONTEXT_ENTRY:
+            out["context"] = None
+            out.pop("context_meta", None)
+        else:
+            out["context"] = _without_context(value["context"])
+    return out
 
 
 def _plain(value: Any) -> Any:
