@@ -291,6 +291,53 @@ class Engine:
         """Expire, then resume everything queued (``RunUseCases.drain``)."""
         return await self._runs.drain()
 
+    async def start_in_background(
+        self, graph: str, input: Any, *, principal: Principal, thread_id: str
+    ) -> Run:
+        """Start a run without waiting for its step (``RunUseCases.start_in_background``)."""
+        return await self._runs.start_in_background(
+            graph, input, principal=principal, thread_id=thread_id
+        )
+
+    async def thread_state(
+        self, run: Run, principal: Principal, *, values: bool = True
+    ) -> dict[str, Any]:
+        """A thread's state as ``principal`` may see it (``RunUseCases.thread_state``)."""
+        return await self._runs.thread_state(run, principal, values=values)
+
+    async def resume_thread(
+        self, thread_id: str, resume: Any, *, principal: Principal
+    ) -> tuple[Run, int, list[DecisionRecord | Vote]]:
+        """A HITL resume sent to a thread, decided by the signed-in ``principal``: each call it
+        names is decided as ``decide`` decides it, with every approver rule, and consumed once
+        (``RunUseCases.resume_plan``). The run, its latest event before the first decision
+        (for ``await_settled``) and the decisions."""
+        run, plan = await self._runs.resume_plan(thread_id, resume, principal)
+        mark = await self._runs.last_event(run.id)
+        decided = [
+            await self._decide.decide(request_id, principal=principal, **fields)
+            for request_id, fields in plan
+        ]
+        return run, mark, decided
+
+    async def await_settled(self, run_id: str, after: int, seconds: float) -> Run:
+        """Until a step of the run settles after event ``after``, at most ``seconds``
+        (``RunUseCases.settled``)."""
+        sub = await self._hubs.runs.subscribe(run_id)
+        try:
+            return await self._runs.settled(run_id, after, sub, seconds)
+        finally:
+            sub.close()
+
+    async def join_run(self, run_id: str, seconds: float) -> Run:
+        """The run once its step in progress settles, at most ``seconds``
+        (``RunUseCases.join``)."""
+        sub = await self._hubs.runs.subscribe(run_id)
+        try:
+            return await self._runs.join(run_id, sub, seconds)
+        finally:
+            sub.close()
+
     # -- What the faces show (``web.engine.reads``) ----------------------------------------
 
     async def visible_request(self, request_id: str, principal: Principal) -> PendingCall:
@@ -300,6 +347,20 @@ class Engine:
     async def visible_run(self, run_id: str, principal: Principal) -> Run:
         """The run, if ``principal`` may see it (``ReadUseCases.visible_run``)."""
         return await self._reads.visible_run(run_id, principal)
+
+    async def visible_thread(self, thread_id: str, principal: Principal) -> Run | None:
+        """A thread's latest run, if ``principal`` may see it
+        (``ReadUseCases.visible_thread``)."""
+        return await self._reads.visible_thread(thread_id, principal)
+
+    async def waiting_threads(self, principal: Principal, limit: int) -> list[Run]:
+        """The runs with a call ``principal`` may decide, one per thread
+        (``ReadUseCases.waiting_threads``)."""
+        return await self._reads.waiting_threads(principal, limit)
+
+    def agent_names(self) -> list[str]:
+        """The registered graphs and agents, by name."""
+        return self.registry.names()
 
     def viewer(self, principal: Principal | None) -> Viewer:
         """``principal`` as the list queries take it (``ReadUseCases.viewer``)."""

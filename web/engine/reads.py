@@ -82,6 +82,39 @@ class ReadUseCases:
             raise RunNotFound(run_id)
         return run
 
+    async def visible_thread(self, thread_id: str, principal: Principal) -> Run | None:
+        """The latest run on thread ``thread_id``, if ``principal`` may see it (as
+        ``visible_run``); ``None`` when the thread holds no run yet (a thread id names nothing
+        until a run is started on it, so there is nothing to hide); ``RunNotFound`` when it
+        may not see it."""
+        if not 0 < len(thread_id) <= 200:
+            raise RunNotFound(thread_id)
+        latest = await self._runs.latest_on_thread(thread_id)
+        if latest is None:
+            return None
+        return await self.visible_run(latest.id, principal)
+
+    async def waiting_threads(self, principal: Principal, limit: int) -> list[Run]:
+        """The runs holding a call ``principal`` may decide, one per thread, soonest deadline
+        first, at most ``limit`` of them: what the pending listing (``Scope.DECIDE``) holds,
+        grouped by thread."""
+        runs: dict[str, Run] = {}
+        cursor: str | None = None
+        while len(runs) < limit:
+            page = await self.pending_page(
+                principal, scope=Scope.DECIDE, cursor=cursor, limit=MAX_PAGE
+            )
+            for request, _ in page.items:
+                if request.thread_id in runs or len(runs) >= limit:
+                    continue
+                run = await self._runs.get(request.run_id)
+                if run is not None:
+                    runs[request.thread_id] = run
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        return list(runs.values())
+
     def viewer(self, principal: Principal | None) -> Viewer:
         """``principal`` as the list queries take it; ``None`` is the operator console (the
         CLI, which holds the database): it sees every request and decides none through a list."""

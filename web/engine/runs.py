@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from approvals.errors import InvalidRunId, RunNotAllowed, RunNotFound, RunPruned
-from approvals.model import RequestStatus, Run
+from approvals.errors import (
+    ApprovalsError,
+    InvalidRunId,
+    InvalidValue,
+    RequestNotPending,
+    RunEnded,
+    RunNotAllowed,
+    RunNotFound,
+    RunPruned,
+)
+from approvals.model import PendingCall, RequestStatus, Run, RunStatus
 from approvals.principals import Principal
 from storage.ops import Cancellation, Pruned, Retry
+from storage.run_events import Subscription
 from web.engine.adapters import Adapters
 from web.engine.agents import AgentSide
 from web.engine.reads import ReadUseCases, valid_run_id
@@ -42,6 +52,8 @@ class RunUseCases:
         # ``check_pool_size`` bounds the same way) never take the whole pool; the rest wait
         # here, holding nothing.
         self._lock_holders = asyncio.Semaphore(max(1, (adapters.settings.pool_max_size - 2) // 2))
+        # Runs started in the background (``start_in_background``), held until they end.
+        self._background: set[asyncio.Task[RunOutcome]] = set()
 
     async def start_run(
         self,
@@ -201,6 +213,163 @@ class RunUseCases:
             raise RunNotFound(run_id)
         return found
 
+    async def start_in_background(
+        self, graph: str, input: Any, *, principal: Principal, thread_id: str
+    ) -> Run:
+        """Start a run of ``graph`` on ``thread_id`` as ``start_run`` does, without waiting for
+        its step: its row, once recorded. What the start raises before that is raised here;
+        what its step raises after is logged (the run's row records how it ended)."""
+        before = await self._adapters.runs.latest_on_thread(thread_id)
+        task = asyncio.create_task(
+            self.start_run(graph, input, principal=principal, thread_id=thread_id)
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background_ended)
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.05)
+            if done:
+                found = await self._adapters.runs.get(task.result().run_id)
+                if found is None:  # pragma: no cover - a started run has its row
+                    raise RunNotFound(task.result().run_id)
+                return found
+            latest = await self._adapters.runs.latest_on_thread(thread_id)
+            if latest is not None and (before is None or latest.id != before.id):
+                return latest
+
+    def _background_ended(self, task: asyncio.Task[RunOutcome]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("a run started in the background failed: %s", task.exception())
+
+    async def thread_state(
+        self, run: Run, principal: Principal, *, values: bool = True
+    ) -> dict[str, Any]:
+        """The state of ``run``'s thread as ``principal`` may see it (the run is one it may
+        see): ``values``, ``next`` and ``checkpoint_id`` (the graph's own state, for the run's
+        starter and operators only: an approver sees the run through its requests), and
+        ``interrupts``: each pending call it may see (or of the run it started), ``{id,
+        value}``, the value HumanInTheLoopMiddleware's ``HITLRequest`` with the engine's
+        fields, the arguments as shown to approvers. ``values=False``: the interrupts only
+        (the graph's state is not read)."""
+        # Function-local: importing the agent side imports LangGraph (web/engine/agents.py).
+        from graphs.hooks.hitl import payload
+
+        readable = self._rules.may_read_run(principal, run)
+        pending = [
+            r
+            for r in await self._adapters.requests.for_run(run.id)
+            if r.status is RequestStatus.PENDING and (readable or self._rules.may_see(principal, r))
+        ]
+        shown = await self._reads.shown_requests(pending, viewer=principal.id)
+        interrupts = [
+            {"id": r.interrupt_id or r.id, "value": payload(r, "batched")}
+            for r in sorted(shown, key=lambda r: r.created_at)
+        ]
+        state: Any = {}
+        following: list[str] = []
+        checkpoint_id = None
+        if readable and values:
+            state, following, checkpoint_id = await self._graph_state(run)
+        return {
+            "values": state,
+            "next": following,
+            "checkpoint_id": checkpoint_id,
+            "interrupts": interrupts,
+        }
+
+    async def _graph_state(self, run: Run) -> tuple[Any, list[str], str | None]:
+        """The LangGraph state of ``run``'s thread (values, next nodes, checkpoint id); empty
+        for an agent of another framework, or a graph no longer registered."""
+        from graphs.hosts.langgraph.host import LangGraphHost
+
+        try:
+            host = await self._agents.graphs.registry.load(run.graph)
+        except ApprovalsError:
+            return {}, [], None
+        if not isinstance(host, LangGraphHost):
+            return {}, [], None
+        snapshot = await host.graph.aget_state({"configurable": {"thread_id": run.thread_id}})
+        checkpoint = (snapshot.config.get("configurable") or {}).get("checkpoint_id")
+        return jsonable(snapshot.values), list(snapshot.next), checkpoint
+
+    async def resume_plan(
+        self, thread_id: str, resume: Any, principal: Principal
+    ) -> tuple[Run, list[tuple[str, dict[str, Any]]]]:
+        """A HITL resume value (``hitl_pairs``) sent to ``thread_id`` as the engine's
+        decisions: the waiting run, and for each call it decides, its request id and
+        ``decide``'s arguments (``verdict``, ``reason``, ``args``, ``message``). Who decides
+        is not checked here: ``decide`` applies every rule. ``RunNotFound`` for a thread
+        ``principal`` may not see; ``RequestNotPending`` when nothing waits on it any more;
+        ``InvalidValue`` for a value that is no HITL response."""
+        from graphs.hooks.hitl import InvalidHitlDecision, ruled
+
+        run = await self._reads.visible_thread(thread_id, principal)
+        if run is None:
+            raise RunNotFound(thread_id)
+        requests = sorted(await self._adapters.requests.for_run(run.id), key=lambda r: r.created_at)
+        pending = [r for r in requests if r.status is RequestStatus.PENDING]
+        if run.status is not RunStatus.WAITING or not pending:
+            if requests:
+                raise RequestNotPending(requests[-1].id, requests[-1].status.value)
+            raise RunEnded(run.id, run.status.value)
+        plan = []
+        for request, decision in hitl_pairs(resume, pending):
+            try:
+                ruling = ruled(decision, request.tool)
+            except InvalidHitlDecision as exc:
+                raise InvalidValue("command.resume", str(exc)) from exc
+            if ruling.tool is not None:
+                raise InvalidValue("command.resume", "an edit may not name another tool")
+            fields = {"verdict": ruling.ruling, "reason": ruling.reason, "args": ruling.args}
+            plan.append((request.id, {**fields, "message": ruling.message}))
+        return run, plan
+
+    async def last_event(self, run_id: str) -> int:
+        """The id of ``run_id``'s latest event (0: none yet)."""
+        after = 0
+        while True:
+            rows = await self._adapters.run_events.after(run_id, after, 500)
+            if rows:
+                after = rows[-1]["id"]
+            if len(rows) < 500:
+                return after
+
+    async def settled(self, run_id: str, after: int, sub: Subscription, seconds: float) -> Run:
+        """Wait until a step of ``run_id`` settles after event ``after`` (its status recorded
+        as waiting or over, or a failed resume), at most ``seconds``; the run as it is then.
+        ``sub``: a subscription to its events, taken before ``after`` was read."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            rows = await self._adapters.run_events.after(run_id, after, 500)
+            for row in rows:
+                after = row["id"]
+                status = (row.get("data") or {}).get("status")
+                if row["kind"] == "resume_failed" or (
+                    row["kind"] == "status" and status in SETTLED
+                ):
+                    return await self._settled_run(run_id)
+            left = deadline - loop.time()
+            if left <= 0:
+                return await self._settled_run(run_id)
+            if not rows or len(rows) < 500:
+                await sub.wait(min(left, 1.0))
+
+    async def join(self, run_id: str, sub: Subscription, seconds: float) -> Run:
+        """The run once its step in progress settles (at once if it waits or is over), at
+        most ``seconds``; ``sub``: a subscription to its events."""
+        mark = await self.last_event(run_id)
+        now = await self._settled_run(run_id)
+        if now.status in SETTLED:
+            return now
+        return await self.settled(run_id, mark, sub, seconds)
+
+    async def _settled_run(self, run_id: str) -> Run:
+        found = await self._adapters.runs.get(run_id)
+        if found is None:
+            raise RunNotFound(run_id)
+        return found
+
     async def prune(
         self,
         older_than: timedelta,
@@ -234,3 +403,59 @@ class RunUseCases:
         graphs = self._agents.graphs
         await graphs.sweeper.sweep()
         return await graphs.worker.drain()
+
+
+#: The run statuses a step settles in: it waits for a human, or the run is over.
+SETTLED = frozenset(
+    {
+        RunStatus.WAITING,
+        RunStatus.COMPLETED,
+        RunStatus.BLOCKED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+    }
+)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` (a graph's state: messages and plain values) as JSON values: a pydantic
+    model (a message) as its ``model_dump``, anything else unknown as its text."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return jsonable(dump())
+    return str(value)
+
+
+def hitl_pairs(resume: Any, pending: list[PendingCall]) -> list[tuple[PendingCall, Any]]:
+    """A HITL resume value paired with the pending calls it decides: ``{"decisions": [...]}``
+    (one per call, in the order the interrupts are listed), or a map keyed by interrupt id
+    (or request id) whose values are ``{"decisions": [one]}`` or one decision.
+    ``InvalidValue`` for anything else."""
+    if not isinstance(resume, Mapping) or not resume:
+        raise InvalidValue("command.resume", 'must be {"decisions": [...]} or a map by interrupt')
+    if set(resume) == {"decisions"}:
+        decisions = resume["decisions"]
+        if not isinstance(decisions, list) or len(decisions) != len(pending):
+            raise InvalidValue(
+                "command.resume.decisions",
+                f"must be a list of {len(pending)} decision(s), one per waiting interrupt",
+            )
+        return list(zip(pending, decisions, strict=True))
+    pairs = []
+    for key, value in resume.items():
+        found = [r for r in pending if key in (r.interrupt_id, r.id)]
+        if not found:
+            raise InvalidValue("command.resume", f"no interrupt {str(key)[:80]!r} waits here")
+        if isinstance(value, Mapping) and set(value) == {"decisions"}:
+            listed = value["decisions"]
+            if not isinstance(listed, list) or len(listed) != 1:
+                raise InvalidValue("command.resume", "an interrupt takes exactly one decision")
+            value = listed[0]
+        pairs.append((found[0], value))
+    return pairs

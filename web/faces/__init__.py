@@ -20,6 +20,7 @@ from __future__ import annotations
 #: named here once).
 FACES = (
     "web.faces.api",
+    "web.faces.langgraph_api",
     "web.faces.pages.sign_in",
     "web.faces.pages.inbox",
     "web.faces.pages.request_page",

@@ -1,0 +1,256 @@
+"""A LangGraph Server API face under ``/langgraph``: enough of LangGraph Platform's HTTP API
+that ``langgraph_sdk.get_client(url=".../langgraph", api_key=TOKEN)`` drives the engine's runs
+(docs/langgraph-server.md).
+
+Assistants are the registered graphs and agents, by name. A thread is the engine's thread: it
+exists once a run is started on it, and a principal sees it when it may see its latest run
+(404 otherwise). A run is the engine's run; a ``command`` resuming a thread is a decision by
+the token's principal, decided by ``Engine.decide`` with every approver rule, consumed once:
+the worker resumes the run, and ``runs.wait`` answers when its step settles. Errors are
+LangGraph's ``{"detail"}`` with the status that makes the SDK raise its own exception type.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from approvals.errors import InvalidValue, RunNotFound, ThreadBusy
+from approvals.model import Run, RunStatus, Vote
+from approvals.principals import Principal
+from web.deps import EngineDep
+from web.engine import Engine
+from web.errors import ApiError
+from web.faces.langgraph_api.shapes import (
+    AdmittedKey,
+    AssistantSearch,
+    Key,
+    LangGraphRoute,
+    RunCreate,
+    ThreadCreate,
+    ThreadSearch,
+    assistant,
+    run_record,
+    thread,
+    thread_state,
+    wait_result,
+)
+
+#: How long ``runs.wait`` and ``runs.join`` wait for a step to settle before answering with
+#: the thread as it is.
+WAIT_SECONDS = 240.0
+#: How many runs a thread search reads at most to find its threads.
+SEARCH_RUNS = 2000
+
+#: The LangGraph Server face; its errors are LangGraph's (``LangGraphRoute``).
+router = APIRouter(prefix="/langgraph", route_class=LangGraphRoute, include_in_schema=False)
+
+
+def _not_found(what: str) -> ApiError:
+    return ApiError(404, "not_found", f"no such {what}")
+
+
+async def _thread_run(engine: Engine, thread_id: str, principal: Principal) -> Run | None:
+    """The thread's latest run, if ``principal`` may see it (``None``: no run yet); 404."""
+    try:
+        return await engine.visible_thread(thread_id, principal)
+    except RunNotFound as exc:
+        raise _not_found("thread") from exc
+
+
+@router.post("/assistants/search")
+async def search_assistants(
+    body: AssistantSearch, principal: AdmittedKey, engine: EngineDep
+) -> Any:
+    names = [
+        name
+        for name in engine.agent_names()
+        if (body.graph_id is None or name == body.graph_id)
+        and (body.name is None or name == body.name)
+        and all(assistant(name)["metadata"].get(k) == v for k, v in (body.metadata or {}).items())
+    ]
+    return [assistant(name) for name in names[body.offset : body.offset + body.limit]]
+
+
+@router.get("/assistants/{assistant_id}")
+async def get_assistant(assistant_id: str, principal: AdmittedKey, engine: EngineDep) -> Any:
+    if assistant_id not in engine.agent_names():
+        raise _not_found("assistant")
+    return assistant(assistant_id)
+
+
+@router.post("/threads")
+async def create_thread(body: ThreadCreate, principal: AdmittedKey, engine: EngineDep) -> Any:
+    """A new thread id (a thread is kept by its runs: metadata is not stored). An id already
+    in use is 409 (``if_exists="do_nothing"``: the thread, if yours to see)."""
+    if body.thread_id is None:
+        return thread(str(uuid.uuid4()), None)
+    try:
+        run = await engine.visible_thread(body.thread_id, principal)
+    except RunNotFound as exc:
+        if body.if_exists == "do_nothing":
+            raise _not_found("thread") from exc
+        raise ApiError(409, "conflict", "a thread with this id exists") from exc
+    if run is not None and body.if_exists == "raise":
+        raise ApiError(409, "conflict", "a thread with this id exists")
+    return thread(body.thread_id, run)
+
+
+@router.get("/threads/{thread_id}")
+async def get_thread(thread_id: str, principal: AdmittedKey, engine: EngineDep) -> Any:
+    run = await _thread_run(engine, thread_id, principal)
+    if run is None:
+        return thread(thread_id, None)
+    return thread(thread_id, run, await engine.thread_state(run, principal))
+
+
+@router.get("/threads/{thread_id}/state")
+async def get_thread_state(thread_id: str, principal: AdmittedKey, engine: EngineDep) -> Any:
+    run = await _thread_run(engine, thread_id, principal)
+    if run is None:
+        empty: dict[str, Any] = {"values": {}, "next": [], "checkpoint_id": None, "interrupts": []}
+        return thread_state(thread_id, empty)
+    return thread_state(thread_id, await engine.thread_state(run, principal))
+
+
+@router.post("/threads/search")
+async def search_threads(body: ThreadSearch, principal: AdmittedKey, engine: EngineDep) -> Any:
+    """Threads ``principal`` may see, newest first; ``status="interrupted"``: those with a
+    call waiting for it to decide. ``metadata`` filters on ``graph_id`` and
+    ``assistant_id`` (threads keep no other metadata)."""
+    if body.values:
+        raise InvalidValue("values", "searching threads by their values is not supported")
+    wanted = body.offset + body.limit
+    if body.ids is not None:
+        found = [(i, await _thread_run(engine, i, principal)) for i in body.ids]
+        runs = [run for _, run in found if run is not None]
+    elif body.status == "interrupted":
+        runs = await engine.waiting_threads(principal, wanted)
+    else:
+        runs = await _latest_runs(engine, principal)
+    kept = [run for run in runs if _matches(run, body)][body.offset : wanted]
+    return [
+        thread(run.thread_id, run, await engine.thread_state(run, principal, values=False))
+        for run in kept
+    ]
+
+
+async def _latest_runs(engine: Engine, principal: Principal) -> list[Run]:
+    """The newest run ``principal`` may see of each thread, newest first (at most
+    ``SEARCH_RUNS`` runs read)."""
+    latest: dict[str, Run] = {}
+    cursor: str | None = None
+    for _ in range(SEARCH_RUNS // 500):
+        page = await engine.runs_page(principal, cursor=cursor, limit=500)
+        for run in page.items:
+            latest.setdefault(run.thread_id, run)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    return list(latest.values())
+
+
+def _matches(run: Run, body: ThreadSearch) -> bool:
+    status = thread(run.thread_id, run)["status"]
+    if body.status is not None and status != body.status:
+        return False
+    return all(
+        key in ("graph_id", "assistant_id") and value == run.graph
+        for key, value in (body.metadata or {}).items()
+    )
+
+
+async def _resume(
+    engine: Engine, thread_id: str, command: dict[str, Any], principal: Principal
+) -> tuple[Run, int, bool]:
+    """A command's resume, decided by ``principal``: the run, its latest event before the
+    decisions, and whether they complete it (a vote towards a quorum does not)."""
+    other = sorted(set(command) - {"resume"})
+    if other:
+        who = "" if engine.rules.is_operator(principal) else " (and only an operator could)"
+        raise InvalidValue(
+            f"command.{other[0]}", f"is not supported here{who}: send command.resume only"
+        )
+    if "resume" not in command:
+        raise InvalidValue("command", "must hold resume")
+    run, mark, decided = await engine.resume_thread(
+        thread_id, command["resume"], principal=principal
+    )
+    return run, mark, not any(isinstance(d, Vote) for d in decided)
+
+
+async def _start(
+    engine: Engine, thread_id: str, body: RunCreate, principal: Principal, *, background: bool
+) -> Run:
+    """A new run on the thread; a thread whose latest run runs or waits is busy (409)."""
+    given = body.run_input()
+    latest = await _thread_run(engine, thread_id, principal)
+    if latest is not None and latest.status in (RunStatus.RUNNING, RunStatus.WAITING):
+        raise ThreadBusy(thread_id)
+    if background:
+        return await engine.start_in_background(
+            body.assistant_id, given, principal=principal, thread_id=thread_id
+        )
+    outcome = await engine.start_run(
+        body.assistant_id, given, principal=principal, thread_id=thread_id
+    )
+    return await engine.visible_run(outcome.run_id, principal)
+
+
+async def _answer(engine: Engine, run: Run, principal: Principal) -> JSONResponse:
+    """The thread's values after ``run``'s step, as ``runs.wait`` answers them."""
+    state = await engine.thread_state(run, principal)
+    readable = engine.rules.may_read_run(principal, run)
+    location = f"/langgraph/threads/{run.thread_id}/runs/{run.id}"
+    return JSONResponse(wait_result(run, state, readable), headers={"Content-Location": location})
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_run(thread_id: str, body: RunCreate, principal: Key, engine: EngineDep) -> Any:
+    """Start a run, or resume the thread with ``command``, and answer once its step settles
+    (the run waits for a human, or it is over)."""
+    body.refuse_unsupported()
+    if body.command is not None:
+        run, mark, complete = await _resume(engine, thread_id, body.command, principal)
+        if complete:
+            run = await engine.await_settled(run.id, mark, WAIT_SECONDS)
+    else:
+        run = await _start(engine, thread_id, body, principal, background=False)
+    return await _answer(engine, run, principal)
+
+
+@router.post("/threads/{thread_id}/runs")
+async def create_run(thread_id: str, body: RunCreate, principal: Key, engine: EngineDep) -> Any:
+    """Start a run, or resume the thread with ``command``, in the background."""
+    body.refuse_unsupported()
+    if body.command is not None:
+        run, _, _ = await _resume(engine, thread_id, body.command, principal)
+        return run_record(run, status="pending")
+    return run_record(await _start(engine, thread_id, body, principal, background=True))
+
+
+async def _thread_run_by_id(
+    engine: Engine, thread_id: str, run_id: str, principal: Principal
+) -> Run:
+    try:
+        run = await engine.visible_run(run_id, principal)
+    except RunNotFound as exc:
+        raise _not_found("run") from exc
+    if run.thread_id != thread_id:
+        raise _not_found("run")
+    return run
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+async def get_run(thread_id: str, run_id: str, principal: AdmittedKey, engine: EngineDep) -> Any:
+    return run_record(await _thread_run_by_id(engine, thread_id, run_id, principal))
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_run(thread_id: str, run_id: str, principal: Key, engine: EngineDep) -> Any:
+    """The thread's values once the run's step in progress settles."""
+    run = await _thread_run_by_id(engine, thread_id, run_id, principal)
+    return await _answer(engine, await engine.join_run(run.id, WAIT_SECONDS), principal)
