@@ -1,0 +1,435 @@
+"""OpenAI-SDK model calls through ``pre_model_call`` and ``post_model_call``
+(``graphs.hosts.openai.model_calls``): on real PostgreSQL, with scripted models, started by the
+runner and resumed in a worker.
+
+A policy at a model point decides what the model is asked and what the SDK acts on: a denied
+request is never sent and nothing runs after it; a masked request is what the model sees; a
+tool call dropped from the answer never runs and one rewritten runs as rewritten (and is what
+the approver is shown); a nested agent's denied model call stops the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from agent_hooks import Decision, Transform, Verdict
+from agents import Agent, RunConfig, function_tool
+from agents import Runner as SDKRunner
+from agents.models.interface import Model, ModelProvider
+from langgraph.checkpoint.memory import InMemorySaver
+
+from approvals.memory import MemoryApprovalRequests, MemoryStore, MemoryToolLedger
+from graphs.examples.effects import side_effects as effects_of
+from graphs.examples.openai_refund import ScriptedModel, refund_agent
+from graphs.hooks.governance import Governance, Session
+from graphs.hosts.openai import OpenAIAgent, current_call
+from graphs.hosts.openai.calls import HostRun, enter, leave
+from graphs.hosts.openai.governed import GovernedAgent
+from graphs.hosts.openai.model_calls import (
+    GovernedModel,
+    GovernedProvider,
+    ModelCallBlocked,
+    governed_run_config,
+)
+from graphs.tool_call.deps import GraphDeps
+from tests.integration.helpers import scalar
+from web.engine import Engine
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+HERE = "tests.integration.test_openai_model_calls"
+CARD = "4111-1111-1111-1111"
+
+#: What each scripted model was asked (its instructions and input), in order.
+SEEN: list[dict[str, Any]] = []
+
+Context = dict[str, Any]
+
+
+class SeeingModel(ScriptedModel):
+    """The scripted model, noting what it is asked in ``SEEN``."""
+
+    async def get_response(self, system_instructions: Any, input: Any, *a: Any, **k: Any) -> Any:
+        SEEN.append({"instructions": system_instructions, "input": json.dumps(input, default=str)})
+        return await super().get_response(system_instructions, input, *a, **k)
+
+
+class HelperModel(SeeingModel):
+    """A nested agent's model (its own ``model.id`` for policies)."""
+
+
+def _transform(value: Any, path: str = "$target") -> Verdict:
+    return Verdict(decision=Decision.TRANSFORM, reason="policy", transform=Transform(path, value))
+
+
+class NoClassified:
+    """pre_model_call: a request that mentions "classified" is not sent."""
+
+    def intercept(self, ctx: Context, /) -> Verdict:
+        if ctx["interception_point"] == "pre_model_call" and "classified" in json.dumps(
+            ctx["messages"]
+        ):
+            return Verdict.deny(reason="classified", message="classified matters stay here")
+        return Verdict.allow()
+
+
+class MaskCards:
+    """pre_model_call: card numbers in user messages are masked before the model sees them."""
+
+    def intercept(self, ctx: Context, /) -> Verdict:
+        if ctx["interception_point"] != "pre_model_call":
+            return Verdict.allow()
+        messages = ctx["messages"]
+        masked = [
+            {**m, "content": m["content"].replace(CARD, "[card]")}
+            if m["role"] == "user" and isinstance(m["content"], str)
+            else m
+            for m in messages
+        ]
+        return _transform(masked) if masked != messages else Verdict.allow()
+
+
+class Refunds:
+    """post_model_call: refunds are dropped (``drop``), capped at 5.00, or denied."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def intercept(self, ctx: Context, /) -> Verdict:
+        if ctx["interception_point"] != "post_model_call":
+            return Verdict.allow()
+        calls = ctx["response"]["tool_calls"]
+        if not any(c["name"] == "issue_refund" for c in calls):
+            return Verdict.allow()
+        if self.mode == "deny":
+            return Verdict.deny(reason="no_refunds", message="refunds go through a ticket")
+        if self.mode == "drop":
+            kept = [c for c in calls if c["name"] != "issue_refund"]
+            answer = {"content": "Refunds go through a ticket.", "tool_calls": kept}
+            return _transform({**ctx["response"], **answer})
+        capped = [
+            {**c, "args": {**c["args"], "amount": 5.0}} if c["name"] == "issue_refund" else c
+            for c in calls
+        ]
+        return _transform(capped, "$target.tool_calls")
+
+
+def _refunds(deps: GraphDeps, *interceptors: Any) -> OpenAIAgent:
+    agent = refund_agent(deps)
+    agent.model = SeeingModel()
+    return OpenAIAgent(agent, governance=Governance(interceptors=list(interceptors)))
+
+
+def classified(deps: GraphDeps) -> OpenAIAgent:
+    return _refunds(deps, NoClassified())
+
+
+def masked(deps: GraphDeps) -> OpenAIAgent:
+    def echo(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+        return [], f"heard: {text}"
+
+    agent = Agent(name="echo", instructions="Repeat what you hear.", model=SeeingModel(echo))
+    return OpenAIAgent(agent, governance=Governance(interceptors=[MaskCards()]))
+
+
+def refunds_dropped(deps: GraphDeps) -> OpenAIAgent:
+    return _refunds(deps, Refunds("drop"))
+
+
+def refunds_capped(deps: GraphDeps) -> OpenAIAgent:
+    return _refunds(deps, Refunds("cap"))
+
+
+def refunds_denied(deps: GraphDeps) -> OpenAIAgent:
+    return _refunds(deps, Refunds("deny"))
+
+
+class HelperDenied:
+    """pre_model_call: the nested helper's model is never asked."""
+
+    def intercept(self, ctx: Context, /) -> Verdict:
+        if ctx["interception_point"] == "pre_model_call" and ctx["model"]["id"] == "HelperModel":
+            return Verdict.deny(reason="helper", message="the helper may not be asked")
+        return Verdict.allow()
+
+
+def nested_denied(deps: GraphDeps) -> OpenAIAgent:
+    @function_tool
+    async def send(to: str) -> str:
+        """Send a message."""
+        call = current_call()
+        await effects_of(deps).record(
+            run_id=call.run_id, call_id=call.call_id, tool="send", args={"to": to}
+        )
+        return f"sent to {to}"
+
+    def helper_script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+        return ([("h1", "send", {"to": text})], "") if "h1" not in outputs else ([], "sent")
+
+    def outer_script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+        if "o1" not in outputs:
+            return [("o1", "helper", {"input": "bob"})], ""
+        return [], f"the helper said: {outputs['o1']}"
+
+    helper = Agent(name="helper_agent", model=HelperModel(helper_script), tools=[send])
+    outer = Agent(
+        name="outer",
+        model=SeeingModel(outer_script),
+        tools=[helper.as_tool("helper", "Sends a message.")],
+    )
+    return OpenAIAgent(outer, governance=Governance(interceptors=[HelperDenied()]))
+
+
+def register(engine: Engine, name: str) -> str:
+    engine.registry._entries[name] = f"{HERE}:{name}"
+    SEEN.clear()
+    return name
+
+
+async def trail(engine: Engine, run_id: str) -> list[tuple[str, str]]:
+    rows = await engine.audit.interceptions(run_id)
+    return [(r["point"], r["decision"]) for r in rows]
+
+
+async def effects(engine: Engine, run_id: str) -> int:
+    count: int = await scalar(
+        engine, "SELECT count(*) FROM demo_side_effects WHERE run_id = %s", run_id
+    )
+    return count
+
+
+def assert_stopped(run: Any, point: str, message: str) -> None:
+    """The run ended, not completed, saying where and why a policy stopped it."""
+    assert run.status in ("blocked", "failed"), run
+    assert run.error is not None
+    assert f"blocked at {point}: {message}" in run.error, run.error
+    assert run.answer is None
+
+
+async def test_a_denied_model_request_is_never_sent_and_nothing_runs(engine: Engine) -> None:
+    name = register(engine, "classified")
+    run = await engine.runner.start(name, {"message": "refund 1001, classified"}, principal="a")
+    assert_stopped(run, "pre_model_call", "classified matters stay here")
+    assert SEEN == []
+    assert run.pending == []
+    assert await effects(engine, run.run_id) == 0
+    assert await trail(engine, run.run_id) == [
+        ("agent_startup", "allow"),
+        ("input", "allow"),
+        ("pre_model_call", "deny"),
+        ("agent_shutdown", "allow"),
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="step.py settles ModelCallBlocked as failed until its _run_agent maps it to "
+    "blocked (docs: /work/helpers/H1-docs.md)",
+)
+async def test_a_denied_model_call_settles_the_run_blocked(engine: Engine) -> None:
+    name = register(engine, "classified")
+    run = await engine.runner.start(name, {"message": "refund 1001, classified"}, principal="a")
+    assert run.status == "blocked", run
+    assert run.error == "blocked at pre_model_call: classified matters stay here"
+
+
+async def test_a_masked_request_is_what_the_model_sees(engine: Engine) -> None:
+    name = register(engine, "masked")
+    run = await engine.runner.start(name, {"message": f"pay with {CARD} please"}, principal="a")
+    assert run.status == "completed", run
+    assert run.answer == "heard: pay with [card] please"
+    [asked] = SEEN
+    assert CARD not in asked["input"]
+    assert "[card]" in asked["input"]
+    # The messages the policy left as they were reach the model as they were.
+    assert asked["instructions"] == "Repeat what you hear."
+    assert await trail(engine, run.run_id) == [
+        ("agent_startup", "allow"),
+        ("input", "allow"),
+        ("pre_model_call", "transform"),
+        ("post_model_call", "allow"),
+        ("output", "allow"),
+        ("agent_shutdown", "allow"),
+    ]
+
+
+async def test_a_tool_call_dropped_from_the_answer_never_runs(engine: Engine) -> None:
+    name = register(engine, "refunds_dropped")
+    run = await engine.runner.start(name, {"message": "refund 1001"}, principal="a")
+    assert run.status == "completed", run
+    assert run.answer == "Refunds go through a ticket."
+    assert run.pending == []
+    assert (
+        await scalar(engine, "SELECT count(*) FROM approval_requests WHERE run_id = %s", run.run_id)
+        == 0
+    )
+    assert await effects(engine, run.run_id) == 0
+    points = [p for p, _ in await trail(engine, run.run_id)]
+    assert points.count("pre_tool_call") == 1  # lookup_order only
+
+
+async def test_a_rewritten_tool_call_is_what_the_approver_sees_and_what_runs(
+    engine: Engine,
+) -> None:
+    name = register(engine, "refunds_capped")
+    run = await engine.runner.start(name, {"message": "refund 1001"}, principal="a")
+    assert run.status == "waiting", run
+    [request_id] = run.pending
+    request = await engine.requests.get(request_id)
+    assert request is not None
+    assert request.shown["args"]["amount"] == 5.0
+    await engine.decide_as_operator(request_id, "approve", principal="bob")
+    await engine.drain()
+    done = await engine.runs.get(run.run_id)
+    assert done is not None
+    assert done.status == "completed", done
+    assert done.answer == "Refunded 5.00 on order 1001."
+    [effect] = await engine.effects.for_call(run.run_id, "refund-1001")
+    assert effect["args"]["amount"] == 5.0
+
+
+async def test_a_denied_answer_reaches_nothing(engine: Engine) -> None:
+    name = register(engine, "refunds_denied")
+    run = await engine.runner.start(name, {"message": "refund 1001"}, principal="a")
+    assert_stopped(run, "post_model_call", "refunds go through a ticket")
+    assert run.pending == []
+    assert await effects(engine, run.run_id) == 0
+    assert await trail(engine, run.run_id) == [
+        ("agent_startup", "allow"),
+        ("input", "allow"),
+        ("pre_model_call", "allow"),
+        ("post_model_call", "allow"),
+        ("pre_tool_call", "allow"),  # lookup_order
+        ("post_tool_call", "allow"),
+        ("pre_model_call", "allow"),
+        ("post_model_call", "deny"),
+        ("agent_shutdown", "allow"),
+    ]
+
+
+async def test_a_nested_agents_denied_model_call_stops_the_whole_run(engine: Engine) -> None:
+    """The SDK turns the nested run's failure into the tool's error text for the outer agent;
+    the outer model is not asked again, and the run stops."""
+    name = register(engine, "nested_denied")
+    run = await engine.runner.start(name, {"message": "go"}, principal="a")
+    assert_stopped(run, "pre_model_call", "the helper may not be asked")
+    assert len(SEEN) == 1  # the outer model's first turn only
+    assert await effects(engine, run.run_id) == 0
+    assert await trail(engine, run.run_id) == [
+        ("agent_startup", "allow"),
+        ("input", "allow"),
+        ("pre_model_call", "allow"),
+        ("post_model_call", "allow"),
+        ("pre_tool_call", "allow"),  # the helper
+        ("pre_model_call", "deny"),
+        ("agent_shutdown", "allow"),
+    ]
+
+
+def refund_model_points(deps: GraphDeps) -> OpenAIAgent:
+    return _refunds(deps)
+
+
+async def test_each_model_call_is_one_pair_of_records_across_the_pause(engine: Engine) -> None:
+    """The SDK does not ask the model again for the turn it resumes: each model call has its
+    pre_model_call and post_model_call once."""
+    name = register(engine, "refund_model_points")
+    run = await engine.runner.start(name, {"message": "refund 1001"}, principal="a")
+    assert run.status == "waiting", run
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    await engine.drain()
+    assert len(SEEN) == 3
+    assert await trail(engine, run.run_id) == [
+        ("agent_startup", "allow"),
+        ("input", "allow"),
+        ("pre_model_call", "allow"),
+        ("post_model_call", "allow"),
+        ("pre_tool_call", "allow"),  # lookup_order
+        ("post_tool_call", "allow"),
+        ("pre_model_call", "allow"),
+        ("post_model_call", "allow"),
+        ("pre_tool_call", "allow"),  # issue_refund, approved
+        ("post_tool_call", "allow"),
+        ("pre_model_call", "allow"),
+        ("post_model_call", "allow"),
+        ("output", "allow"),
+        ("agent_shutdown", "allow"),
+    ]
+
+
+# -- A model named by a string: the run's provider --------------------------------------------
+
+
+class Provider(ModelProvider):
+    def __init__(self) -> None:
+        self.asked: list[str | None] = []
+
+    def get_model(self, model_name: str | None) -> Model:
+        self.asked.append(model_name)
+        return SeeingModel(lambda text, outputs: ([], f"named: {text}"))
+
+
+def _memory_run(governance: Governance) -> HostRun:
+    store = MemoryStore()
+    deps = GraphDeps(
+        checkpointer=InMemorySaver(),
+        requests=MemoryApprovalRequests(store),
+        ledger=MemoryToolLedger(store),
+    )
+    session = Session(governance, graph="named", run_id="r-named", principal="a")
+    return HostRun(
+        run_id="r-named",
+        thread_id="r-named",
+        principal="a",
+        agent_name="named",
+        deps=deps,
+        session=session,
+    )
+
+
+async def test_a_model_named_by_a_string_is_governed_by_the_runs_provider() -> None:
+    SEEN.clear()
+    agent = Agent(name="named", model="house-model")
+    host = GovernedAgent("named", OpenAIAgent(agent, governance=Governance(interceptors=[])))
+    assert host.agent.model == "house-model"  # nothing to wrap at registration
+    provider = Provider()
+    config = governed_run_config(RunConfig(model_provider=provider, tracing_disabled=True))
+    assert isinstance(config.model_provider, GovernedProvider)
+    assert governed_run_config(config).model_provider is config.model_provider
+    current = _memory_run(host.governance)
+    token = enter(current)
+    try:
+        result = await SDKRunner.run(host.agent, "hello", run_config=config)
+    finally:
+        leave(token)
+    assert result.final_output == "named: hello"
+    assert provider.asked == ["house-model"]
+    records = [r.to_wire() for r in current.session.records()]
+    assert [r["interception_point"] for r in records] == ["pre_model_call", "post_model_call"]
+
+
+async def test_a_governed_model_outside_an_engine_run_fails_closed() -> None:
+    model = GovernedModel(ScriptedModel(lambda text, outputs: ([], "never")))
+    agent = Agent(name="loose", model=model)
+    with pytest.raises(RuntimeError, match="run it through the engine"):
+        await SDKRunner.run(agent, "hello", run_config=RunConfig(tracing_disabled=True))
+
+
+async def test_a_blocked_run_stays_blocked_for_every_later_model_call() -> None:
+    SEEN.clear()
+    current = _memory_run(Governance(interceptors=[NoClassified()]))
+    model = GovernedModel(SeeingModel(lambda text, outputs: ([], "ok")))
+    agent = Agent(name="twice", model=model)
+    token = enter(current)
+    try:
+        with pytest.raises(ModelCallBlocked, match="classified matters stay here"):
+            await SDKRunner.run(agent, "classified", run_config=RunConfig(tracing_disabled=True))
+        with pytest.raises(ModelCallBlocked):
+            await SDKRunner.run(agent, "fine", run_config=RunConfig(tracing_disabled=True))
+    finally:
+        leave(token)
+    assert SEEN == []
+    assert current.session.blocked is not None
+    assert current.session.blocked["point"] == "pre_model_call"
