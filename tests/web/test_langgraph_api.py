@@ -63,10 +63,12 @@ async def refunds(engine: Engine) -> int:
     return int(await scalar(engine, "select count(*) from demo_side_effects"))
 
 
-async def interrupted_refund(server: Server, engine: Engine) -> tuple[str, dict[str, Any], str]:
-    """A refund started by ``shop`` through the SDK on a thread it created: the thread id,
-    what ``runs.wait`` answered and shop's token."""
-    shop = await person_token(engine, "shop", "agents")
+async def interrupted_refund(
+    server: Server, engine: Engine, shop: str | None = None
+) -> tuple[str, dict[str, Any], str]:
+    """A refund started by ``shop`` (made here when not given) through the SDK on a thread it
+    created: the thread id, what ``runs.wait`` answered and shop's token."""
+    shop = shop or await person_token(engine, "shop", "agents")
     async with langgraph(server, shop) as client:
         created = await client.threads.create()
         thread_id = created["thread_id"]
@@ -172,6 +174,45 @@ async def test_a_rejection_by_interrupt_id_runs_nothing(server: Server, engine: 
     assert await refunds(engine) == 0
     decision = await scalar(engine, "select kind || ':' || reason from decisions")
     assert decision == "reject:not this one"
+
+
+async def test_an_edit_runs_the_edited_arguments_and_a_kind_not_offered_is_refused(
+    server: Server, engine: Engine
+) -> None:
+    thread_id, _, _ = await interrupted_refund(server, engine)
+    support = await person_token(engine, "lead", "support")
+    args = {"order_id": "1001", "amount": 10.0, "reason": "customer request"}
+    edit: Command = {
+        "resume": {
+            "decisions": [{"type": "edit", "edited_action": {"name": "issue_refund", "args": args}}]
+        }
+    }
+    # The refund policy offers approve, edit and reject: no answer in the tool's place.
+    respond: Command = {
+        "resume": {"decisions": [{"type": "respond", "message": "refunded by hand"}]}
+    }
+    async with langgraph(server, support) as client:
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await waited(client, thread_id, command=respond)
+        assert refused.value.response.status_code == 422
+        # An edit goes through the policy again: above 1000.00 it denies.
+        huge: Command = {
+            "resume": {
+                "decisions": [
+                    {
+                        "type": "edit",
+                        "edited_action": {"name": "issue_refund", "args": {**args, "amount": 5e3}},
+                    }
+                ]
+            }
+        }
+        with pytest.raises(httpx.HTTPStatusError) as denied:
+            await waited(client, thread_id, command=huge)
+        assert denied.value.response.status_code == 422, denied.value.response.text
+        assert denied.value.response.json()["code"] == "edit_refused"
+        await waited(client, thread_id, command=edit)
+    assert await scalar(engine, "select args from demo_side_effects") == args
+    assert await scalar(engine, "select string_agg(kind, ',') from decisions") == "edit"
 
 
 async def test_racing_resumes_decide_once_and_refund_once(server: Server, engine: Engine) -> None:
