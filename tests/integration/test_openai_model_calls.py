@@ -11,14 +11,23 @@ the approver is shown); a nested agent's denied model call stops the whole run.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from agent_hooks import Decision, Transform, Verdict
 from agents import Agent, RunConfig, function_tool
 from agents import Runner as SDKRunner
+from agents.items import TResponseStreamEvent
 from agents.models.interface import Model, ModelProvider
 from langgraph.checkpoint.memory import InMemorySaver
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseTextDeltaEvent,
+)
 
 from approvals.memory import MemoryApprovalRequests, MemoryStore, MemoryToolLedger
 from graphs.examples.effects import side_effects as effects_of
@@ -433,3 +442,98 @@ async def test_a_blocked_run_stays_blocked_for_every_later_model_call() -> None:
     assert SEEN == []
     assert current.session.blocked is not None
     assert current.session.blocked["point"] == "pre_model_call"
+
+
+# -- Streaming: buffered until post_model_call released the answer ----------------------------
+
+
+class StreamingModel(ScriptedModel):
+    """Streams ``text`` in two deltas, then the completed response."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self._text = text
+
+    def stream_response(self, *a: Any, **k: Any) -> AsyncIterator[TResponseStreamEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[TResponseStreamEvent]:
+        half = len(self._text) // 2
+        for n, part in enumerate((self._text[:half], self._text[half:])):
+            yield ResponseTextDeltaEvent(
+                type="response.output_text.delta",
+                content_index=0,
+                delta=part,
+                item_id="msg-1",
+                logprobs=[],
+                output_index=0,
+                sequence_number=n,
+            )
+        message = ResponseOutputMessage(
+            type="message",
+            id="msg-1",
+            role="assistant",
+            status="completed",
+            content=[ResponseOutputText(type="output_text", text=self._text, annotations=[])],
+        )
+        response = Response(
+            id="resp-1",
+            created_at=0,
+            model="streaming",
+            object="response",
+            output=[message],
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(
+            type="response.completed", response=response, sequence_number=2
+        )
+
+
+class Redact:
+    """post_model_call: the word "secret" never leaves the model call; "forbidden" is denied."""
+
+    def intercept(self, ctx: Context, /) -> Verdict:
+        if ctx["interception_point"] != "post_model_call":
+            return Verdict.allow()
+        content = ctx["response"]["content"] or ""
+        if "forbidden" in content:
+            return Verdict.deny(reason="forbidden", message="not said here")
+        if "secret" in content:
+            return _transform(content.replace("secret", "[redacted]"), "$target.content")
+        return Verdict.allow()
+
+
+async def _streamed(text: str) -> tuple[list[str], Any]:
+    """The text deltas a streamed run's consumer saw, and its final output."""
+    current = _memory_run(Governance(interceptors=[Redact()]))
+    agent = Agent(name="streamer", model=GovernedModel(StreamingModel(text)))
+    deltas: list[str] = []
+    token = enter(current)
+    try:
+        result = SDKRunner.run_streamed(agent, "hi", run_config=RunConfig(tracing_disabled=True))
+        async for event in result.stream_events():
+            data = getattr(event, "data", None)
+            if isinstance(data, ResponseTextDeltaEvent):
+                deltas.append(data.delta)
+    finally:
+        leave(token)
+    return deltas, result.final_output
+
+
+async def test_a_streamed_answer_is_passed_on_once_post_model_call_allowed_it() -> None:
+    deltas, final = await _streamed("all is well")
+    assert "".join(deltas) == "all is well"
+    assert final == "all is well"
+
+
+async def test_a_streamed_answer_a_policy_rewrote_is_passed_on_rewritten_only() -> None:
+    deltas, final = await _streamed("the secret plan")
+    assert deltas == []
+    assert final == "the [redacted] plan"
+
+
+async def test_a_streamed_answer_a_policy_denied_is_passed_on_to_no_one() -> None:
+    with pytest.raises(ModelCallBlocked, match="not said here"):
+        await _streamed("a forbidden word")
