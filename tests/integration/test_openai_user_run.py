@@ -28,7 +28,7 @@ from agents import (
 from agents.memory import Session, SessionSettings
 from agents.models.interface import Model, ModelProvider
 
-from approvals.errors import InvalidRunInput
+from approvals.errors import GraphLoadError, InvalidRunInput
 from graphs.examples.openai_refund import ScriptedModel
 from graphs.hosts.openai import OpenAIAgent
 from graphs.hosts.openai.ports import OPENAI_SESSIONS
@@ -138,6 +138,28 @@ async def test_the_context_reaches_tools_before_the_pause_and_is_made_again_on_r
     assert made == [{"tenant": TENANT}, {"tenant": TENANT}]
     assert seen[1:] == [("send", Account(tenant=TENANT, serial=2))]
     assert finished.answer == f"sent: sent to x as {TENANT}"
+
+
+def with_mapping_context(deps: GraphDeps) -> OpenAIAgent:
+    agent = Agent[Any](name="map_agent", model=ScriptedModel(send_script), tools=tools())
+    # A mapping the SDK would copy into the state as it is; a client no JSON can hold.
+    return OpenAIAgent(agent, context=lambda data: {**data, "client": object()})
+
+
+async def test_a_mapping_context_is_not_stored_in_the_state_either(engine: Engine) -> None:
+    engine.registry._entries["map_agent"] = f"{HERE}:with_mapping_context"
+    given = {"message": "x", "context": {"tenant": TENANT}}
+    run = await engine.runner.start("map_agent", given, principal="alice")
+    assert run.status == "waiting", run
+    state = await scalar(
+        engine, "SELECT state FROM openai_run_states WHERE run_id = %s", run.run_id
+    )
+    assert TENANT not in state
+    await approve_all(engine, run.pending)
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.answer == "sent: sent to x as None", finished
+    assert [(name, ctx["tenant"]) for name, ctx in seen] == [("lookup", TENANT), ("send", TENANT)]
 
 
 async def test_context_for_an_agent_without_a_factory_is_refused_with_nothing_written(
@@ -378,6 +400,20 @@ def session_of(thread_id: str) -> Session:
 def own_session(deps: GraphDeps) -> OpenAIAgent:
     agent = Agent[Any](name="own_agent", model=HistoryModel(chat_script), tools=tools())
     return OpenAIAgent(agent, session=session_of)
+
+
+def one_session_for_all(deps: GraphDeps) -> OpenAIAgent:
+    agent = Agent[Any](name="shared_agent", model=HistoryModel(chat_script), tools=tools())
+    return OpenAIAgent(agent, session=InMemorySession("everyone"))
+
+
+async def test_a_session_object_shared_by_every_thread_is_refused_when_loaded(
+    engine: Engine,
+) -> None:
+    engine.registry._entries["shared_agent"] = f"{HERE}:one_session_for_all"
+    with pytest.raises(GraphLoadError, match="shared by every thread"):
+        await engine.runner.start("shared_agent", {"message": "hi"}, principal="alice")
+    assert await scalar(engine, "SELECT count(*) FROM runs") == 0
 
 
 async def test_the_users_own_session_factory_is_given_the_thread(engine: Engine) -> None:
