@@ -291,3 +291,37 @@ async def test_a_background_run_is_joined_and_read(server: Server, engine: Engin
         assert read["status"] == "interrupted"
         with pytest.raises(NotFoundError):
             await client.runs.get(str(uuid.uuid4()), run["run_id"])
+
+
+async def test_runs_stream_yields_the_sdks_events_to_the_interrupt_and_after_the_resume(
+    server: Server, engine: Engine
+) -> None:
+    shop = await person_token(engine, "shop", "agents")
+    support = await person_token(engine, "lead", "support")
+    async with langgraph(server, shop) as client:
+        thread_id = (await client.threads.create())["thread_id"]
+        started = [
+            part
+            async for part in client.runs.stream(
+                thread_id, "refund", input=REFUND, stream_mode=["values", "updates"]
+            )
+        ]
+    assert started[0].event == "metadata"
+    updates = [p.data for p in started if p.event == "updates"]
+    assert updates, started
+    assert started[-1].event == "values"
+    [interrupt] = started[-1].data["__interrupt__"]
+    assert interrupt["value"]["action_requests"][0]["name"] == "issue_refund"
+    async with langgraph(server, support) as client:
+        resumed = [
+            part
+            async for part in client.runs.stream(
+                thread_id, "refund", command=APPROVE, stream_mode="updates"
+            )
+        ]
+    assert resumed[0].event == "metadata"
+    assert [p.event for p in resumed[1:]] == ["updates"] * (len(resumed) - 1)
+    assert len(resumed) > 1
+    # The approver follows the step, never the conversation's text.
+    assert "Refunded" not in str([p.data for p in resumed])
+    assert await refunds(engine) == 1

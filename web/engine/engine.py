@@ -7,6 +7,7 @@ Every change goes through a use-case method."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -326,6 +327,18 @@ class Engine:
         sub = await self._hubs.runs.subscribe(run_id)
         try:
             return await self._runs.settled(run_id, after, sub, seconds)
+        finally:
+            sub.close()
+
+    async def step_events(
+        self, run_id: str, after: int, seconds: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The run's events after event ``after`` until a step settles, at most ``seconds``
+        (``RunUseCases.step_events``)."""
+        sub = await self._hubs.runs.subscribe(run_id)
+        try:
+            async for row in self._runs.step_events(run_id, after, sub, seconds):
+                yield row
         finally:
             sub.close()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -334,26 +334,37 @@ class RunUseCases:
             if len(rows) < 500:
                 return after
 
-    async def settled(self, run_id: str, after: int, sub: Subscription, seconds: float) -> Run:
-        """Wait until a step of ``run_id`` settles after event ``after`` (its status recorded
-        as waiting or over, or a failed resume), at most ``seconds``; the run as it is then.
-        ``sub``: a subscription to its events, taken before ``after`` was read."""
+    async def step_events(
+        self, run_id: str, after: int, sub: Subscription, seconds: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """``run_id``'s events after event ``after``, as they are recorded, until the one that
+        says a step settled (its status recorded as waiting or over, or a failed resume),
+        which is the last; or until ``seconds`` pass. ``sub``: a subscription to its events,
+        taken before ``after`` was read."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
         while True:
             rows = await self._adapters.run_events.after(run_id, after, 500)
             for row in rows:
                 after = row["id"]
+                yield row
                 status = (row.get("data") or {}).get("status")
                 if row["kind"] == "resume_failed" or (
                     row["kind"] == "status" and status in SETTLED
                 ):
-                    return await self._settled_run(run_id)
+                    return
             left = deadline - loop.time()
             if left <= 0:
-                return await self._settled_run(run_id)
-            if not rows or len(rows) < 500:
+                return
+            if len(rows) < 500:
                 await sub.wait(min(left, 1.0))
+
+    async def settled(self, run_id: str, after: int, sub: Subscription, seconds: float) -> Run:
+        """Wait until a step of ``run_id`` settles after event ``after`` (``step_events``),
+        at most ``seconds``; the run as it is then."""
+        async for _ in self.step_events(run_id, after, sub, seconds):
+            pass
+        return await self._settled_run(run_id)
 
     async def join(self, run_id: str, sub: Subscription, seconds: float) -> Run:
         """The run once its step in progress settles (at once if it waits or is over), at

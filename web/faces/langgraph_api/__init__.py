@@ -13,10 +13,11 @@ LangGraph's ``{"detail"}`` with the status that makes the SDK raise its own exce
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from approvals.errors import InvalidValue, RunNotFound, ThreadBusy
 from approvals.model import Run, RunStatus, Vote
@@ -34,8 +35,10 @@ from web.faces.langgraph_api.shapes import (
     ThreadSearch,
     assistant,
     run_record,
+    stream_event,
     thread,
     thread_state,
+    update_event,
     wait_result,
 )
 
@@ -254,3 +257,45 @@ async def join_run(thread_id: str, run_id: str, principal: Key, engine: EngineDe
     """The thread's values once the run's step in progress settles."""
     run = await _thread_run_by_id(engine, thread_id, run_id, principal)
     return await _answer(engine, await engine.join_run(run.id, WAIT_SECONDS), principal)
+
+
+@router.post("/threads/{thread_id}/runs/stream")
+async def stream_run(
+    thread_id: str, body: RunCreate, principal: Key, engine: EngineDep
+) -> StreamingResponse:
+    """Start a run, or resume the thread with ``command``, and stream its step as
+    server-sent events in the SDK's names: ``metadata`` first, ``updates`` (each node's
+    update as the run's events record it) as they come, and ``values`` (the thread's values
+    once the step settles, with the interrupts waiting)."""
+    body.refuse_unsupported()
+    modes = body.stream_modes()
+    if body.command is not None:
+        run, mark, complete = await _resume(engine, thread_id, body.command, principal)
+    else:
+        run = await _start(engine, thread_id, body, principal, background=True)
+        mark, complete = 0, True
+    return StreamingResponse(
+        _streamed(engine, run, mark if complete else None, modes, principal),
+        media_type="text/event-stream",
+        # Proxies must pass each event on as it comes.
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _streamed(
+    engine: Engine, run: Run, after: int | None, modes: frozenset[str], principal: Principal
+) -> AsyncIterator[bytes]:
+    """The events of ``run``'s step after event ``after`` (``None``: no step follows, the
+    decision was a vote towards a quorum), then the thread's values."""
+    readable = engine.rules.may_read_run(principal, run)
+    yield stream_event("metadata", {"run_id": run.id, "attempt": 1})
+    if after is not None:
+        async for row in engine.step_events(run.id, after, WAIT_SECONDS):
+            if row["kind"] == "update" and "updates" in modes:
+                yield stream_event("updates", update_event(row, readable))
+    now = await engine.visible_run(run.id, principal)
+    state = await engine.thread_state(now, principal)
+    if "values" in modes:
+        yield stream_event("values", wait_result(now, state, readable))
+    elif "updates" in modes and state["interrupts"]:
+        yield stream_event("updates", {"__interrupt__": state["interrupts"]})

@@ -7,6 +7,7 @@ threads and runs."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -45,6 +46,28 @@ RUN_STATUS: dict[RunStatus, str] = {
     RunStatus.FAILED: "error",
     RunStatus.CANCELLED: "interrupted",
 }
+
+
+#: The stream modes this face streams. ``messages-tuple`` and ``custom`` are accepted (Agent
+#: Chat UI asks for them) and send nothing: the engine records no token stream.
+STREAM_MODES = frozenset({"values", "updates", "messages-tuple", "custom"})
+
+
+def stream_event(kind: str, data: Any) -> bytes:
+    """One server-sent event as the SDK reads it."""
+    return f"event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def update_event(row: dict[str, Any], readable: bool) -> dict[str, Any]:
+    """A node update (a run event) as ``updates`` streams it: ``{node: update}``. Whoever
+    may not read the run (an approver) gets only the names of the tools its messages call,
+    as ``GET /api/v1/runs/{id}/events`` gives them."""
+    data = dict(row.get("data") or {})
+    if not readable and isinstance(data.get("messages"), list):
+        data["messages"] = [
+            {"tool_calls": m.get("tool_calls", [])} for m in data["messages"] if isinstance(m, dict)
+        ]
+    return {str(row.get("node") or "__step__"): data}
 
 
 def problem(status: int, code: str, message: str) -> JSONResponse:
@@ -178,6 +201,16 @@ class RunCreate(BaseModel):
             raise InvalidValue("checkpoint_id", "runs start from the thread's latest state")
         if self.input is not None and self.command is not None:
             raise InvalidValue("command", "give input or a command, not both")
+
+    def stream_modes(self) -> frozenset[str]:
+        """The stream modes asked for (``values`` by default); ``InvalidValue`` for one this
+        face cannot stream (see ``STREAM_MODES``)."""
+        given = self.stream_mode or ["values"]
+        modes = frozenset([given] if isinstance(given, str) else given)
+        unknown = sorted(modes - STREAM_MODES)
+        if unknown:
+            raise InvalidValue("stream_mode", f"{unknown[0][:40]!r} is not streamed here")
+        return modes
 
     def run_input(self) -> dict[str, Any]:
         """The engine's run input: the graph's own input, with ``context`` and the config's
