@@ -12,8 +12,8 @@ The kit's harness contract is framework-neutral (``setup`` with the vector's int
   ``agent_shutdown`` through the runner's own functions, every ``pre_model_call`` and
   ``post_model_call`` through the governed model, every ``pre_tool_call`` and
   ``post_tool_call`` through ``HostRun`` (one session per run, across its pauses);
-- a deny at a model point raises ``ModelCallBlocked`` out of ``Runner.run``: the run is
-  blocked, as the host settles it;
+- a deny at a model point raises ``ModelCallBlocked`` out of ``Runner.run``, and the harness
+  settles the run blocked, with the reason it carries;
 - an escalation at ``pre_tool_call`` pauses the SDK's run (``needs_approval`` answers yes),
   the harness plays the human with the vector's scripted resolver (``approval_desk``), and
   resumes the ``RunState`` as the runner does: ``state.approve(item)`` lets the call ask the
