@@ -15,7 +15,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import AuthenticationError, NotFoundError
+from langgraph_sdk.errors import AuthenticationError, NotFoundError, PermissionDeniedError
 from langgraph_sdk.schema import Command
 
 from tests.integration.helpers import person_token, scalar
@@ -325,3 +325,34 @@ async def test_runs_stream_yields_the_sdks_events_to_the_interrupt_and_after_the
     # The approver follows the step, never the conversation's text.
     assert "Refunded" not in str([p.data for p in resumed])
     assert await refunds(engine) == 1
+
+
+async def test_only_the_starter_cancels_and_a_cancelled_run_leaves_nothing_to_decide(
+    server: Server, engine: Engine
+) -> None:
+    shop = await person_token(engine, "shop", "agents")
+    support = await person_token(engine, "lead", "support")
+    async with langgraph(server, shop) as client:
+        thread_id = (await client.threads.create())["thread_id"]
+        run = await client.runs.create(thread_id, "refund", input=REFUND)
+        await client.runs.join(thread_id, run["run_id"])
+    async with langgraph(server, support) as client:
+        with pytest.raises(PermissionDeniedError):
+            await client.runs.cancel(thread_id, run["run_id"])
+    async with langgraph(server, shop) as client:
+        await client.runs.cancel(thread_id, run["run_id"])
+        assert (await client.runs.get(thread_id, run["run_id"]))["status"] == "interrupted"
+        [state] = await client.threads.get_history(thread_id)
+        assert state["interrupts"] == []
+        # A stateless run gets a thread of its own.
+        alone = await client.runs.wait(None, "refund", input=REFUND)
+        assert isinstance(alone, dict)
+        assert alone["__interrupt__"]
+    async with langgraph(server, support) as client:
+        waiting = await client.threads.search(status="interrupted")
+        assert thread_id not in [t["thread_id"] for t in waiting]
+        assert len(waiting) == 1  # the stateless run's
+        with pytest.raises(httpx.HTTPStatusError) as nothing:
+            await waited(client, thread_id, command=APPROVE)
+        assert nothing.value.response.status_code == 409
+    assert await refunds(engine) == 0

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from approvals.errors import InvalidValue, RunNotFound, ThreadBusy
 from approvals.model import Run, RunStatus, Vote
@@ -117,6 +117,16 @@ async def get_thread_state(thread_id: str, principal: AdmittedKey, engine: Engin
         empty: dict[str, Any] = {"values": {}, "next": [], "checkpoint_id": None, "interrupts": []}
         return thread_state(thread_id, empty)
     return thread_state(thread_id, await engine.thread_state(run, principal))
+
+
+@router.post("/threads/{thread_id}/history")
+async def thread_history(thread_id: str, principal: AdmittedKey, engine: EngineDep) -> Any:
+    """The thread's states, newest first: its current state only (earlier checkpoints are
+    not served)."""
+    run = await _thread_run(engine, thread_id, principal)
+    if run is None:
+        return []
+    return [thread_state(thread_id, await engine.thread_state(run, principal))]
 
 
 @router.post("/threads/search")
@@ -225,6 +235,16 @@ async def wait_run(thread_id: str, body: RunCreate, principal: Key, engine: Engi
     return await _answer(engine, run, principal)
 
 
+@router.post("/runs/wait")
+async def wait_stateless_run(body: RunCreate, principal: Key, engine: EngineDep) -> Any:
+    """A run on a thread of its own (kept: read it back by the run's thread id)."""
+    body.refuse_unsupported()
+    if body.command is not None:
+        raise InvalidValue("command", "a command resumes a thread: send it to the thread")
+    run = await _start(engine, str(uuid.uuid4()), body, principal, background=False)
+    return await _answer(engine, run, principal)
+
+
 @router.post("/threads/{thread_id}/runs")
 async def create_run(thread_id: str, body: RunCreate, principal: Key, engine: EngineDep) -> Any:
     """Start a run, or resume the thread with ``command``, in the background."""
@@ -250,6 +270,24 @@ async def _thread_run_by_id(
 @router.get("/threads/{thread_id}/runs/{run_id}")
 async def get_run(thread_id: str, run_id: str, principal: AdmittedKey, engine: EngineDep) -> Any:
     return run_record(await _thread_run_by_id(engine, thread_id, run_id, principal))
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", status_code=202)
+async def cancel_run(
+    thread_id: str,
+    run_id: str,
+    principal: Key,
+    engine: EngineDep,
+    wait: bool = False,
+    action: str = "interrupt",
+) -> Response:
+    """Cancel the run (its starter, or an operator): its pending calls are cancelled and
+    nothing of them runs. ``action=rollback`` (deleting the run) is not supported."""
+    if action != "interrupt":
+        raise InvalidValue("action", "only interrupt is supported: a run's record is kept")
+    run = await _thread_run_by_id(engine, thread_id, run_id, principal)
+    await engine.cancel_run(run.id, by=principal)
+    return Response(status_code=200 if wait else 202)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
