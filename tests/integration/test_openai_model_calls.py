@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from agent_hooks import Decision, Transform, Verdict
+from agent_hooks import CompositionConfig, Decision, Transform, Verdict
+from agent_hooks.composition import OnApproval
 from agents import Agent, RunConfig, function_tool
 from agents import Runner as SDKRunner
 from agents.items import TResponseStreamEvent
@@ -537,3 +538,61 @@ async def test_a_streamed_answer_a_policy_rewrote_is_passed_on_rewritten_only() 
 async def test_a_streamed_answer_a_policy_denied_is_passed_on_to_no_one() -> None:
     with pytest.raises(ModelCallBlocked, match="not said here"):
         await _streamed("a forbidden word")
+
+
+# -- Two liftable denies of one call (on_approval: resume) ------------------------------------
+
+
+class Gate:
+    """pre_tool_call: every call is a liftable deny (an escalation) of this gate."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def intercept(self, ctx: Context, /) -> Verdict:
+        if ctx["interception_point"] != "pre_tool_call":
+            return Verdict.allow()
+        return Verdict.escalate(reason=self.name, message=f"{self.name} asks a human")
+
+
+def two_gates(deps: GraphDeps) -> OpenAIAgent:
+    @function_tool
+    async def pay(amount: float) -> str:
+        """Pay an amount."""
+        call = current_call()
+        await effects_of(deps).record(
+            run_id=call.run_id, call_id=call.call_id, tool="pay", args={"amount": amount}
+        )
+        return f"paid {amount}"
+
+    def script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+        return ([("p1", "pay", {"amount": 5})], "") if "p1" not in outputs else ([], "done")
+
+    governance = Governance(
+        interceptors=[Gate("gate-a"), Gate("gate-b")],
+        composition=CompositionConfig.first_deny(OnApproval.RESUME),
+    )
+    return OpenAIAgent(Agent(name="payer", model=SeeingModel(script), tools=[pay]), governance)
+
+
+async def test_a_second_liftable_deny_of_an_approved_call_takes_its_one_decision(
+    engine: Engine,
+) -> None:
+    """The SDK pauses a call once. A second gate that escalates the same call is met in the
+    approved call's on_invoke_tool: the call's one request (keyed by its identity) answers it
+    with its stored decision, and the call runs once."""
+    name = register(engine, "two_gates")
+    run = await engine.runner.start(name, {"message": "pay"}, principal="a")
+    assert run.status == "waiting", run
+    [request_id] = run.pending
+    await engine.decide_as_operator(request_id, "approve", principal="bob")
+    await engine.drain()
+    done = await engine.runs.get(run.run_id)
+    assert done is not None
+    assert done.status == "completed", done
+    assert done.answer == "done"
+    assert await effects(engine, run.run_id) == 1
+    assert (
+        await scalar(engine, "SELECT count(*) FROM approval_requests WHERE run_id = %s", run.run_id)
+        == 1
+    )
