@@ -323,10 +323,10 @@ def kept_in_postgres(deps: GraphDeps) -> OpenAIAgent:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def sessions_kept(engine: Engine) -> None:
-    # The composition root gives the store (web.engine.agents: openai_extras(sessions=...));
-    # given here too, for a composition root that does not yet.
+    # The composition root gives the store (web.engine.agents: openai_extras(sessions=...)):
+    # the tests use it as the app does, not one of their own.
     extras = cast(dict[str, object], engine.registry.deps.extras)
-    extras.setdefault(OPENAI_SESSIONS.name, PgOpenAISessions(engine._db))
+    assert isinstance(extras.get(OPENAI_SESSIONS.name), PgOpenAISessions)
 
 
 async def session_rows(engine: Engine, thread_id: str) -> list[str]:

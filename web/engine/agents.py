@@ -65,6 +65,7 @@ def build_graphs(adapters: Adapters, effects: SqlSideEffects) -> Graphs:
     from graphs.tool_call.deps import GraphDeps
     from storage.checkpoints import PgResumeChecks, make_saver
     from storage.openai_runs import PgOpenAIRunStates
+    from storage.openai_sessions import PgOpenAISessions
     from web.security import secret_key
 
     settings, db = adapters.settings, adapters.db
@@ -82,6 +83,7 @@ def build_graphs(adapters: Adapters, effects: SqlSideEffects) -> Graphs:
             **openai_extras(
                 PgOpenAIRunStates(db),
                 secret=secret_key(settings.secret_key, settings.data_dir),
+                sessions=PgOpenAISessions(db),
             ),
         },
     )
