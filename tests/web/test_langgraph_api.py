@@ -126,6 +126,7 @@ async def test_the_approver_finds_the_thread_and_another_groups_approver_does_no
     async with langgraph(server, support) as client:
         found = await client.threads.search(status="interrupted")
         assert [t["thread_id"] for t in found] == [thread_id]
+        assert [t["thread_id"] for t in await client.threads.search(ids=[thread_id])] == [thread_id]
         [interrupts] = found[0]["interrupts"].values()
         assert interrupts[0]["value"]["action_requests"][0]["name"] == "issue_refund"
         state = await client.threads.get_state(thread_id)
@@ -134,6 +135,7 @@ async def test_the_approver_finds_the_thread_and_another_groups_approver_does_no
         assert state["values"] == {}
     async with langgraph(server, finance) as client:
         assert await client.threads.search(status="interrupted") == []
+        assert await client.threads.search(ids=[thread_id]) == []
         with pytest.raises(NotFoundError):
             await client.threads.get(thread_id)
         with pytest.raises(NotFoundError):

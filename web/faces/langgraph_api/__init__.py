@@ -138,8 +138,7 @@ async def search_threads(body: ThreadSearch, principal: AdmittedKey, engine: Eng
         raise InvalidValue("values", "searching threads by their values is not supported")
     wanted = body.offset + body.limit
     if body.ids is not None:
-        found = [(i, await _thread_run(engine, i, principal)) for i in body.ids]
-        runs = [run for _, run in found if run is not None]
+        runs = [run for i in body.ids if (run := await _seen_thread(engine, i, principal))]
     elif body.status == "interrupted":
         runs = await engine.waiting_threads(principal, wanted)
     else:
@@ -149,6 +148,15 @@ async def search_threads(body: ThreadSearch, principal: AdmittedKey, engine: Eng
         thread(run.thread_id, run, await engine.thread_state(run, principal, values=False))
         for run in kept
     ]
+
+
+async def _seen_thread(engine: Engine, thread_id: str, principal: Principal) -> Run | None:
+    """The thread's latest run if ``principal`` may see it; ``None`` otherwise (a search
+    leaves out what it may not see)."""
+    try:
+        return await engine.visible_thread(thread_id, principal)
+    except RunNotFound:
+        return None
 
 
 async def _latest_runs(engine: Engine, principal: Principal) -> list[Run]:
