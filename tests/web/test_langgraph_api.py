@@ -170,6 +170,7 @@ async def test_a_rejection_by_interrupt_id_runs_nothing(server: Server, engine: 
         await waited(client, thread_id, command={"resume": {interrupt_id: rejected}})
     # The worker resumed the run before the approver was answered: the model heard why.
     async with langgraph(server, shop) as client:
+        assert (await client.threads.get(thread_id))["status"] == "idle"
         state = await client.threads.get_state(thread_id)
         assert state["interrupts"] == []
         assert any("not this one" in str(m["content"]) for m in messages_of(state))
