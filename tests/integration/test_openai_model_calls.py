@@ -1,11 +1,11 @@
-"""OpenAI-SDK model calls through ``pre_model_call`` and ``post_model_call``
-(``graphs.hosts.openai.model_calls``): on real PostgreSQL, with scripted models, started by the
-runner and resumed in a worker.
+"""OpenAI-SDK model calls through ``pre_model_call`` and ``post_model_call`` (``model_calls``):
+on real PostgreSQL, with scripted models, started by the runner and resumed in a worker.
 
 A policy at a model point decides what the model is asked and what the SDK acts on: a denied
 request is never sent and nothing runs after it; a masked request is what the model sees; a
 tool call dropped from the answer never runs and one rewritten runs as rewritten (and is what
-the approver is shown); a nested agent's denied model call stops the whole run.
+the approver is shown); a nested agent's denied model call stops the whole run. A model named
+by a string, and a streamed answer, are governed in process (no database).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from agent_hooks import CompositionConfig, Decision, Transform, Verdict
 from agent_hooks.composition import OnApproval
-from agents import Agent, RunConfig, function_tool
+from agents import Agent, FunctionTool, RunConfig, function_tool
 from agents import Runner as SDKRunner
 from agents.items import TResponseStreamEvent
 from agents.models.interface import Model, ModelProvider
@@ -92,12 +92,7 @@ class MaskCards:
         if ctx["interception_point"] != "pre_model_call":
             return Verdict.allow()
         messages = ctx["messages"]
-        masked = [
-            {**m, "content": m["content"].replace(CARD, "[card]")}
-            if m["role"] == "user" and isinstance(m["content"], str)
-            else m
-            for m in messages
-        ]
+        masked = [{**m, "content": str(m["content"]).replace(CARD, "[card]")} for m in messages]
         return _transform(masked) if masked != messages else Verdict.allow()
 
 
@@ -165,7 +160,7 @@ class HelperDenied:
         return Verdict.allow()
 
 
-def nested_denied(deps: GraphDeps) -> OpenAIAgent:
+def _send(deps: GraphDeps) -> FunctionTool:
     @function_tool
     async def send(to: str) -> str:
         """Send a message."""
@@ -175,6 +170,10 @@ def nested_denied(deps: GraphDeps) -> OpenAIAgent:
         )
         return f"sent to {to}"
 
+    return send
+
+
+def nested_denied(deps: GraphDeps) -> OpenAIAgent:
     def helper_script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
         return ([("h1", "send", {"to": text})], "") if "h1" not in outputs else ([], "sent")
 
@@ -183,7 +182,7 @@ def nested_denied(deps: GraphDeps) -> OpenAIAgent:
             return [("o1", "helper", {"input": "bob"})], ""
         return [], f"the helper said: {outputs['o1']}"
 
-    helper = Agent(name="helper_agent", model=HelperModel(helper_script), tools=[send])
+    helper = Agent(name="helper_agent", model=HelperModel(helper_script), tools=[_send(deps)])
     outer = Agent(
         name="outer",
         model=SeeingModel(outer_script),
@@ -198,16 +197,23 @@ def register(engine: Engine, name: str) -> str:
     return name
 
 
-async def trail(engine: Engine, run_id: str) -> list[tuple[str, str]]:
+EFFECTS = "SELECT count(*) FROM demo_side_effects WHERE run_id = %s"
+REQUESTS = "SELECT count(*) FROM approval_requests WHERE run_id = %s"
+#: Trails (``trail``): a point its verdict allowed, as it is named.
+START, END = ["agent_startup", "input"], ["output", "agent_shutdown"]
+MODEL, TOOL = ["pre_model_call", "post_model_call"], ["pre_tool_call", "post_tool_call"]
+
+
+async def trail(engine: Engine, run_id: str) -> list[str]:
+    """The run's interception records: the point, and ``:decision`` when it did not allow."""
     rows = await engine.audit.interceptions(run_id)
-    return [(r["point"], r["decision"]) for r in rows]
+    return [r["point"] + ("" if r["decision"] == "allow" else f":{r['decision']}") for r in rows]
 
 
-async def effects(engine: Engine, run_id: str) -> int:
-    count: int = await scalar(
-        engine, "SELECT count(*) FROM demo_side_effects WHERE run_id = %s", run_id
-    )
-    return count
+async def effects(engine: Engine, run_id: str, requests: bool = False) -> int:
+    """How many calls ran in the run (with ``requests``: how many requests it opened)."""
+    found: int = await scalar(engine, REQUESTS if requests else EFFECTS, run_id)
+    return found
 
 
 def assert_stopped(run: Any, point: str, message: str) -> None:
@@ -225,12 +231,7 @@ async def test_a_denied_model_request_is_never_sent_and_nothing_runs(engine: Eng
     assert SEEN == []
     assert run.pending == []
     assert await effects(engine, run.run_id) == 0
-    assert await trail(engine, run.run_id) == [
-        ("agent_startup", "allow"),
-        ("input", "allow"),
-        ("pre_model_call", "deny"),
-        ("agent_shutdown", "allow"),
-    ]
+    assert await trail(engine, run.run_id) == [*START, "pre_model_call:deny", "agent_shutdown"]
 
 
 @pytest.mark.xfail(
@@ -255,14 +256,7 @@ async def test_a_masked_request_is_what_the_model_sees(engine: Engine) -> None:
     assert "[card]" in asked["input"]
     # The messages the policy left as they were reach the model as they were.
     assert asked["instructions"] == "Repeat what you hear."
-    assert await trail(engine, run.run_id) == [
-        ("agent_startup", "allow"),
-        ("input", "allow"),
-        ("pre_model_call", "transform"),
-        ("post_model_call", "allow"),
-        ("output", "allow"),
-        ("agent_shutdown", "allow"),
-    ]
+    assert await trail(engine, run.run_id) == [*START, "pre_model_call:transform", *MODEL[1:], *END]
 
 
 async def test_a_tool_call_dropped_from_the_answer_never_runs(engine: Engine) -> None:
@@ -271,13 +265,9 @@ async def test_a_tool_call_dropped_from_the_answer_never_runs(engine: Engine) ->
     assert run.status == "completed", run
     assert run.answer == "Refunds go through a ticket."
     assert run.pending == []
-    assert (
-        await scalar(engine, "SELECT count(*) FROM approval_requests WHERE run_id = %s", run.run_id)
-        == 0
-    )
+    assert await effects(engine, run.run_id, requests=True) == 0
     assert await effects(engine, run.run_id) == 0
-    points = [p for p, _ in await trail(engine, run.run_id)]
-    assert points.count("pre_tool_call") == 1  # lookup_order only
+    assert (await trail(engine, run.run_id)).count("pre_tool_call") == 1  # lookup_order only
 
 
 async def test_a_rewritten_tool_call_is_what_the_approver_sees_and_what_runs(
@@ -306,17 +296,9 @@ async def test_a_denied_answer_reaches_nothing(engine: Engine) -> None:
     assert_stopped(run, "post_model_call", "refunds go through a ticket")
     assert run.pending == []
     assert await effects(engine, run.run_id) == 0
-    assert await trail(engine, run.run_id) == [
-        ("agent_startup", "allow"),
-        ("input", "allow"),
-        ("pre_model_call", "allow"),
-        ("post_model_call", "allow"),
-        ("pre_tool_call", "allow"),  # lookup_order
-        ("post_tool_call", "allow"),
-        ("pre_model_call", "allow"),
-        ("post_model_call", "deny"),
-        ("agent_shutdown", "allow"),
-    ]
+    # lookup_order ran; the answer proposing the refund was denied.
+    denied = ["pre_model_call", "post_model_call:deny", "agent_shutdown"]
+    assert await trail(engine, run.run_id) == [*START, *MODEL, *TOOL, *denied]
 
 
 async def test_a_nested_agents_denied_model_call_stops_the_whole_run(engine: Engine) -> None:
@@ -327,15 +309,9 @@ async def test_a_nested_agents_denied_model_call_stops_the_whole_run(engine: Eng
     assert_stopped(run, "pre_model_call", "the helper may not be asked")
     assert len(SEEN) == 1  # the outer model's first turn only
     assert await effects(engine, run.run_id) == 0
-    assert await trail(engine, run.run_id) == [
-        ("agent_startup", "allow"),
-        ("input", "allow"),
-        ("pre_model_call", "allow"),
-        ("post_model_call", "allow"),
-        ("pre_tool_call", "allow"),  # the helper
-        ("pre_model_call", "deny"),
-        ("agent_shutdown", "allow"),
-    ]
+    # The outer model called the helper, whose model call was denied.
+    denied = ["pre_tool_call", "pre_model_call:deny", "agent_shutdown"]
+    assert await trail(engine, run.run_id) == [*START, *MODEL, *denied]
 
 
 def refund_model_points(deps: GraphDeps) -> OpenAIAgent:
@@ -351,25 +327,8 @@ async def test_each_model_call_is_one_pair_of_records_across_the_pause(engine: E
     await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
     await engine.drain()
     assert len(SEEN) == 3
-    assert await trail(engine, run.run_id) == [
-        ("agent_startup", "allow"),
-        ("input", "allow"),
-        ("pre_model_call", "allow"),
-        ("post_model_call", "allow"),
-        ("pre_tool_call", "allow"),  # lookup_order
-        ("post_tool_call", "allow"),
-        ("pre_model_call", "allow"),
-        ("post_model_call", "allow"),
-        ("pre_tool_call", "allow"),  # issue_refund, approved
-        ("post_tool_call", "allow"),
-        ("pre_model_call", "allow"),
-        ("post_model_call", "allow"),
-        ("output", "allow"),
-        ("agent_shutdown", "allow"),
-    ]
-
-
-# -- A model named by a string: the run's provider --------------------------------------------
+    # lookup_order, then issue_refund (approved), then the answer.
+    assert await trail(engine, run.run_id) == [*START, *MODEL, *TOOL, *MODEL, *TOOL, *MODEL, *END]
 
 
 class Provider(ModelProvider):
@@ -383,19 +342,11 @@ class Provider(ModelProvider):
 
 def _memory_run(governance: Governance) -> HostRun:
     store = MemoryStore()
-    deps = GraphDeps(
-        checkpointer=InMemorySaver(),
-        requests=MemoryApprovalRequests(store),
-        ledger=MemoryToolLedger(store),
-    )
-    session = Session(governance, graph="named", run_id="r-named", principal="a")
+    requests, ledger = MemoryApprovalRequests(store), MemoryToolLedger(store)
+    deps = GraphDeps(checkpointer=InMemorySaver(), requests=requests, ledger=ledger)
+    session = Session(governance, graph="named", run_id="r", principal="a")
     return HostRun(
-        run_id="r-named",
-        thread_id="r-named",
-        principal="a",
-        agent_name="named",
-        deps=deps,
-        session=session,
+        run_id="r", thread_id="r", principal="a", agent_name="named", deps=deps, session=session
     )
 
 
@@ -427,27 +378,6 @@ async def test_a_governed_model_outside_an_engine_run_fails_closed() -> None:
         await SDKRunner.run(agent, "hello", run_config=RunConfig(tracing_disabled=True))
 
 
-async def test_a_blocked_run_stays_blocked_for_every_later_model_call() -> None:
-    SEEN.clear()
-    current = _memory_run(Governance(interceptors=[NoClassified()]))
-    model = GovernedModel(SeeingModel(lambda text, outputs: ([], "ok")))
-    agent = Agent(name="twice", model=model)
-    token = enter(current)
-    try:
-        with pytest.raises(ModelCallBlocked, match="classified matters stay here"):
-            await SDKRunner.run(agent, "classified", run_config=RunConfig(tracing_disabled=True))
-        with pytest.raises(ModelCallBlocked):
-            await SDKRunner.run(agent, "fine", run_config=RunConfig(tracing_disabled=True))
-    finally:
-        leave(token)
-    assert SEEN == []
-    assert current.session.blocked is not None
-    assert current.session.blocked["point"] == "pre_model_call"
-
-
-# -- Streaming: buffered until post_model_call released the answer ----------------------------
-
-
 class StreamingModel(ScriptedModel):
     """Streams ``text`` in two deltas, then the completed response."""
 
@@ -460,36 +390,16 @@ class StreamingModel(ScriptedModel):
 
     async def _events(self) -> AsyncIterator[TResponseStreamEvent]:
         half = len(self._text) // 2
-        for n, part in enumerate((self._text[:half], self._text[half:])):
-            yield ResponseTextDeltaEvent(
-                type="response.output_text.delta",
-                content_index=0,
-                delta=part,
-                item_id="msg-1",
-                logprobs=[],
-                output_index=0,
-                sequence_number=n,
+        for part in (self._text[:half], self._text[half:]):
+            yield ResponseTextDeltaEvent.model_construct(
+                type="response.output_text.delta", delta=part
             )
+        text = ResponseOutputText(type="output_text", text=self._text, annotations=[])
         message = ResponseOutputMessage(
-            type="message",
-            id="msg-1",
-            role="assistant",
-            status="completed",
-            content=[ResponseOutputText(type="output_text", text=self._text, annotations=[])],
+            type="message", id="msg-1", role="assistant", status="completed", content=[text]
         )
-        response = Response(
-            id="resp-1",
-            created_at=0,
-            model="streaming",
-            object="response",
-            output=[message],
-            parallel_tool_calls=False,
-            tool_choice="auto",
-            tools=[],
-        )
-        yield ResponseCompletedEvent(
-            type="response.completed", response=response, sequence_number=2
-        )
+        response = Response.model_construct(id="resp-1", output=[message], usage=None)
+        yield ResponseCompletedEvent.model_construct(type="response.completed", response=response)
 
 
 class Redact:
@@ -540,9 +450,6 @@ async def test_a_streamed_answer_a_policy_denied_is_passed_on_to_no_one() -> Non
         await _streamed("a forbidden word")
 
 
-# -- Two liftable denies of one call (on_approval: resume) ------------------------------------
-
-
 class Gate:
     """pre_tool_call: every call is a liftable deny (an escalation) of this gate."""
 
@@ -556,23 +463,15 @@ class Gate:
 
 
 def two_gates(deps: GraphDeps) -> OpenAIAgent:
-    @function_tool
-    async def pay(amount: float) -> str:
-        """Pay an amount."""
-        call = current_call()
-        await effects_of(deps).record(
-            run_id=call.run_id, call_id=call.call_id, tool="pay", args={"amount": amount}
-        )
-        return f"paid {amount}"
-
     def script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
-        return ([("p1", "pay", {"amount": 5})], "") if "p1" not in outputs else ([], "done")
+        return ([("s1", "send", {"to": "x"})], "") if "s1" not in outputs else ([], "done")
 
     governance = Governance(
         interceptors=[Gate("gate-a"), Gate("gate-b")],
         composition=CompositionConfig.first_deny(OnApproval.RESUME),
     )
-    return OpenAIAgent(Agent(name="payer", model=SeeingModel(script), tools=[pay]), governance)
+    agent = Agent(name="sender", model=SeeingModel(script), tools=[_send(deps)])
+    return OpenAIAgent(agent, governance)
 
 
 async def test_a_second_liftable_deny_of_an_approved_call_takes_its_one_decision(
@@ -582,7 +481,7 @@ async def test_a_second_liftable_deny_of_an_approved_call_takes_its_one_decision
     approved call's on_invoke_tool: the call's one request (keyed by its identity) answers it
     with its stored decision, and the call runs once."""
     name = register(engine, "two_gates")
-    run = await engine.runner.start(name, {"message": "pay"}, principal="a")
+    run = await engine.runner.start(name, {"message": "send"}, principal="a")
     assert run.status == "waiting", run
     [request_id] = run.pending
     await engine.decide_as_operator(request_id, "approve", principal="bob")
@@ -592,7 +491,4 @@ async def test_a_second_liftable_deny_of_an_approved_call_takes_its_one_decision
     assert done.status == "completed", done
     assert done.answer == "done"
     assert await effects(engine, run.run_id) == 1
-    assert (
-        await scalar(engine, "SELECT count(*) FROM approval_requests WHERE run_id = %s", run.run_id)
-        == 1
-    )
+    assert await effects(engine, run.run_id, requests=True) == 1
