@@ -6,6 +6,7 @@ HumanInTheLoopMiddleware's payload, the approver finds it and resumes it with HI
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,10 +20,20 @@ from langgraph_sdk.errors import AuthenticationError, NotFoundError, PermissionD
 from langgraph_sdk.schema import Command
 
 from tests.integration.helpers import person_token, scalar
+from tests.integration.redaction_graphs import CARD, CVV
 from tests.web.conftest import Server
 from web.engine import Engine
+from web.settings import Settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest.fixture
+def web_settings(web_settings: Settings) -> Settings:
+    # A graph whose policy redacts a card number and its code from approvers.
+    cards = {"cards": "tests.integration.redaction_graphs:build"}
+    return web_settings.model_copy(update={"graphs": cards})
+
 
 REFUND: dict[str, Any] = {"messages": [{"role": "user", "content": "refund 1001"}]}
 APPROVE: Command = {"resume": {"decisions": [{"type": "approve"}]}}
@@ -359,3 +370,41 @@ async def test_only_the_starter_cancels_and_a_cancelled_run_leaves_nothing_to_de
             await waited(client, thread_id, command=APPROVE)
         assert nothing.value.response.status_code == 409
     assert await refunds(engine) == 0
+
+
+async def test_an_approver_is_shown_the_redacted_call_and_never_the_conversation(
+    server: Server, engine: Engine
+) -> None:
+    shop = await person_token(engine, "shop", "agents")
+    finance = await person_token(engine, "fin", "finance")
+    async with langgraph(server, shop) as client:
+        thread_id = (await client.threads.create())["thread_id"]
+        started = await waited_on(client, thread_id, "cards", {"message": "charge it"})
+        # The starter's own conversation holds what its model proposed.
+        assert CARD in str(started)
+    async with langgraph(server, finance) as client:
+        found = await client.threads.search(status="interrupted")
+        state = await client.threads.get_state(thread_id)
+        [interrupt] = state["interrupts"]
+        assert interrupt["value"]["action_requests"][0]["args"]["amount"] == 42.0
+        resumed = [
+            part
+            async for part in client.runs.stream(
+                thread_id, "cards", command=APPROVE, stream_mode=["values", "updates"]
+            )
+        ]
+    assert [t["thread_id"] for t in found] == [thread_id]
+    shown = str([found, state, [p.data for p in resumed]])
+    assert CARD not in shown
+    # The code standing alone ("737" also turns up inside ids and hashes).
+    assert re.search(rf"(?<![0-9A-Za-z]){CVV}(?![0-9A-Za-z])", shown) is None
+    assert await refunds(engine) == 1  # the charge, with the full arguments
+    assert await scalar(engine, "select args->>'card_number' from demo_side_effects") == CARD
+
+
+async def waited_on(
+    client: LangGraphClient, thread_id: str, graph: str, input: dict[str, Any]
+) -> dict[str, Any]:
+    result = await client.runs.wait(thread_id, graph, input=input)
+    assert isinstance(result, dict), result
+    return result

@@ -143,7 +143,7 @@ class Paging(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     limit: int = Field(default=10, ge=1, le=1000)
-    offset: int = Field(default=0, ge=0, le=100_000)
+    offset: int = Field(default=0, ge=0, le=10_000)
 
 
 class AssistantSearch(Paging):
@@ -163,7 +163,7 @@ class ThreadCreate(BaseModel):
 class ThreadSearch(Paging):
     metadata: dict[str, Any] | None = None
     values: dict[str, Any] | None = None
-    ids: list[str] | None = Field(default=None, max_length=1000)
+    ids: list[str] | None = Field(default=None, max_length=100)
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
 
 
