@@ -267,13 +267,28 @@ async def test_an_outsider_and_a_service_token_may_not_resume(
     assert await refunds(engine) == 0
 
 
-async def test_no_token_or_a_wrong_one_is_refused_in_the_sdks_own_error(server: Server) -> None:
+async def test_no_token_or_a_wrong_one_is_refused_in_the_sdks_own_error(
+    server: Server, engine: Engine
+) -> None:
     async with langgraph(server, None) as client:
         with pytest.raises(AuthenticationError):
             await client.assistants.search()
     async with langgraph(server, "not-a-token") as client:
-        with pytest.raises(AuthenticationError):
+        with pytest.raises(AuthenticationError) as refused:
             await client.threads.search()
+        assert refused.value.response.json()["code"] == "unauthenticated"
+    # A bearer token works as well as x-api-key; a body that is not JSON is 422 in LangGraph's
+    # shape.
+    shop = await person_token(engine, "shop", "agents")
+    async with httpx.AsyncClient(base_url=f"{server.url}/langgraph", timeout=60) as http:
+        bearer = {"authorization": f"Bearer {shop}"}
+        listed = await http.post("/assistants/search", json={}, headers=bearer)
+        assert listed.status_code == 200, listed.text
+        garbled = await http.post(
+            "/threads", content=b"\xff", headers={**bearer, "content-type": "application/json"}
+        )
+        assert garbled.status_code == 422, garbled.text
+        assert "detail" in garbled.json()
 
 
 async def test_a_busy_thread_refuses_a_second_run_and_goto_is_refused(

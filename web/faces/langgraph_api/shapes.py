@@ -16,6 +16,7 @@ from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from approvals.errors import ApprovalsError, InvalidValue
@@ -103,6 +104,11 @@ class LangGraphRoute(UniqueKeysRoute):
                 return problem(error.status, error.code, error.message)
             except RequestValidationError as exc:
                 return problem(422, "invalid_input", _validation_message(exc))
+            except HTTPException as exc:
+                # A body FastAPI cannot decode (not UTF-8): invalid input, as any bad body.
+                if exc.status_code == 400:
+                    return problem(422, "invalid_input", "the request body is not valid JSON")
+                return problem(exc.status_code, "http_error", str(exc.detail))
 
         return handle
 
