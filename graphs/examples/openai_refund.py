@@ -22,6 +22,8 @@ from agents.models.interface import Model, ModelTracing
 from agents.tool import Tool
 from agents.usage import Usage
 from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
     ResponseOutputItem,
     ResponseOutputMessage,
@@ -126,6 +128,35 @@ class ScriptedModel(Model):
         prompt: Any | None,
         **more: Any,
     ) -> ModelResponse:
+        return ModelResponse(output=self._output(input), usage=Usage(), response_id=None)
+
+    def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any | None,
+        **more: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """The same answer as one completed response (no text deltas)."""
+        return self._streamed(input)
+
+    async def _streamed(
+        self, input: str | list[TResponseInputItem]
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        response = Response.model_construct(
+            id="resp-scripted", output=self._output(input), usage=None
+        )
+        yield ResponseCompletedEvent.model_construct(type="response.completed", response=response)
+
+    def _output(self, input: str | list[TResponseInputItem]) -> list[ResponseOutputItem]:
         text, outputs = conversation(input)
         calls, answer = self._script(text, outputs)
         out: list[ResponseOutputItem] = [
@@ -149,24 +180,7 @@ class ScriptedModel(Model):
                     content=[ResponseOutputText(type="output_text", text=answer, annotations=[])],
                 )
             )
-        return ModelResponse(output=out, usage=Usage(), response_id=None)
-
-    def stream_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[TResponseInputItem],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: Any | None,
-        **more: Any,
-    ) -> AsyncIterator[TResponseStreamEvent]:
-        raise NotImplementedError("the scripted model does not stream")
+        return out
 
 
 def refund_agent(deps: GraphDeps) -> Agent[Any]:

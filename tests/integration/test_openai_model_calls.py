@@ -234,11 +234,6 @@ async def test_a_denied_model_request_is_never_sent_and_nothing_runs(engine: Eng
     assert await trail(engine, run.run_id) == [*START, "pre_model_call:deny", "agent_shutdown"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="step.py settles ModelCallBlocked as failed until its _run_agent maps it to "
-    "blocked (docs: /work/helpers/H1-docs.md)",
-)
 async def test_a_denied_model_call_settles_the_run_blocked(engine: Engine) -> None:
     name = register(engine, "classified")
     run = await engine.runner.start(name, {"message": "refund 1001, classified"}, principal="a")

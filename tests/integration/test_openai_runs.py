@@ -665,9 +665,15 @@ async def test_each_call_is_one_interception_and_a_rejection_is_recorded(
     assert await trail(engine, run.run_id) == [
         ("agent_startup", "allow", None),
         ("input", "allow", None),
+        ("pre_model_call", "allow", None),
+        ("post_model_call", "allow", None),
         ("pre_tool_call", "allow", None),  # lookup_order
         ("post_tool_call", "allow", None),
+        ("pre_model_call", "allow", None),
+        ("post_model_call", "allow", None),
         *refund,
+        ("pre_model_call", "allow", None),
+        ("post_model_call", "allow", None),
         ("output", "allow", None),
         ("agent_shutdown", "allow", None),
     ]

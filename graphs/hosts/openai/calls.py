@@ -432,6 +432,14 @@ class GovernedInvoke:
         return await run.after(self._tool, call_id, final, result)
 
 
+def govern_tool(tool: FunctionTool) -> None:
+    """Govern ``tool`` in place: its ``needs_approval`` and ``on_invoke_tool`` ask the engine
+    (its own ``needs_approval`` becomes an escalation of the call's ``pre_tool_call``)."""
+    own = tool.needs_approval
+    tool.needs_approval = GovernedApproval(tool, own)
+    tool.on_invoke_tool = GovernedInvoke(tool, tool.on_invoke_tool, own)
+
+
 def _error(code: str, message: str, **more: Any) -> str:
     return json.dumps({"error": {"code": code, "message": message, **more}}, sort_keys=True)
 

@@ -34,7 +34,8 @@ from agents.models.interface import Model
 
 from approvals.policy import check_policies_tool_names
 from graphs.hooks.governance import Governance
-from graphs.hosts.openai.calls import GovernedApproval, GovernedInvoke
+from graphs.hosts.openai.calls import GovernedInvoke, govern_tool
+from graphs.hosts.openai.mcp import govern_mcp
 from graphs.hosts.openai.model_calls import GovernedModel
 
 
@@ -105,7 +106,9 @@ class GovernedAgent:
                 if isinstance(tool, FunctionTool) and not isinstance(
                     tool.on_invoke_tool, GovernedInvoke
                 ):
-                    _govern(agent, tool)
+                    govern_tool(tool)
+            # Its MCP servers' tools, governed each time the SDK makes them (mcp).
+            govern_mcp(agent)
             if isinstance(agent.model, Model) and not isinstance(agent.model, GovernedModel):
                 # Its model calls through pre_model_call and post_model_call (model_calls);
                 # a model named by a string is governed by the run's model provider.
@@ -152,11 +155,6 @@ def _refuse_ungoverned(agent: Agent[Any]) -> None:
             f"agent {agent.name!r} has tools the engine cannot govern: {', '.join(others)}; "
             "only function tools run under approval (wrap the action in a @function_tool)"
         )
-    if agent.mcp_servers:
-        raise UngovernedAgent(
-            f"agent {agent.name!r} uses MCP servers, whose tools the SDK makes per run, "
-            "where the engine cannot govern them; expose them as @function_tools instead"
-        )
 
 
 def _with_needs_approval(governance: Governance | None) -> Governance:
@@ -200,9 +198,3 @@ def reachable(root: Agent[Any]) -> Iterator[Agent[Any]]:
                 # A ``handoff(agent)`` keeps its target by weak reference.
                 ref = getattr(handoff, "_agent_ref", None)
                 stack.append(ref() if callable(ref) else None)
-
-
-def _govern(agent: Agent[Any], tool: FunctionTool) -> None:
-    own = tool.needs_approval
-    tool.needs_approval = GovernedApproval(tool, own)
-    tool.on_invoke_tool = GovernedInvoke(tool, tool.on_invoke_tool, own)

@@ -26,8 +26,9 @@ from approvals.errors import DatabaseUnavailable, GraphLoadError, InvalidRunInpu
 from approvals.model import JobStatus, ResumeCheck, ResumeJob, Run, RunStatus
 from graphs.hooks.governance import Governance, SessionHolder
 from graphs.hosts.base import FirstStep, HostServices, JobEnd, RunStart
-from graphs.hosts.openai.governed import GovernedAgent, OpenAIAgent
+from graphs.hosts.openai.governed import GovernedAgent, OpenAIAgent, reachable
 from graphs.hosts.openai.input import admit, parse_context, parse_openai_input
+from graphs.hosts.openai.mcp import connected as mcp_connected
 from graphs.hosts.openai.ports import (
     OPENAI_SESSIONS,
     OPENAI_STATE_SEAL,
@@ -98,6 +99,7 @@ class OpenAIHost(GovernedAgent):
             seal=seal,
             user=self.user_run,
             context=context,
+            observe=run.observe,
         )
 
         async def first() -> RunOutcome:
@@ -147,6 +149,24 @@ class OpenAIHost(GovernedAgent):
             return JobEnd(
                 status=JobStatus.SKIPPED, error="already resumed", settlement=settled.settlement
             )
+        # The agents' MCP servers are connected from the reading of the state (the SDK lists
+        # their tools to restore it) to the end of the step.
+        async with mcp_connected(reachable(self.agent)):
+            return await self._restore_and_step(job, check, stored, decisions, store, services)
+
+    async def _restore_and_step(
+        self,
+        job: ResumeJob,
+        check: ResumeCheck,
+        stored: StoredState,
+        decisions: dict[str, StoredDecision | None],
+        store: tuple[OpenAIRunStates, StateSeal],
+        services: HostServices,
+    ) -> RunOutcome | JobEnd:
+        """The stored state read back with the run's context, its decisions applied, and the
+        agent run on from it; a failed run when any of it cannot be done."""
+        states, seal = store
+        decided = decisions.get(job.request_id)
         row = await services.runs.get(job.run_id)
         try:
             context = await self.user_run.context_for(_context_json(row))

@@ -22,6 +22,7 @@ from agents import (
     InputGuardrailTripwireTriggered,
     OutputGuardrailTripwireTriggered,
     RunResult,
+    RunResultStreaming,
 )
 from agents import Runner as SDKRunner
 
@@ -32,11 +33,15 @@ from graphs.hooks.governance import Session, SessionHolder, record_row
 from graphs.hosts.base import HostServices
 from graphs.hosts.openai.calls import PATH_SEPARATOR, HostRun, enter, leave
 from graphs.hosts.openai.governed import GovernedAgent, reachable
+from graphs.hosts.openai.mcp import connected as mcp_connected
+from graphs.hosts.openai.model_calls import ModelCallBlocked, governed_run_config
 from graphs.hosts.openai.ports import OpenAIRunStates
 from graphs.hosts.openai.run_config import UserRun, run_config_for
 from graphs.hosts.openai.sealing import SealedRow, StateSeal
+from graphs.hosts.openai.streaming import Published, run_streamed
 from graphs.run.admission import blocked_reason
 from graphs.run.outcome import RunOutcome
+from graphs.run.step_events import Publish
 from graphs.tool_call.storable import storable_text
 
 log = logging.getLogger("approvals.openai")
@@ -58,6 +63,8 @@ class SDKRun:
     user: UserRun = field(default_factory=UserRun)
     #: The user's context object for this step, made from the run's context JSON.
     context: Any = None
+    #: Given each event of the step as it happens (``approvals runs start --stream``).
+    observe: Publish | None = None
 
 
 async def run_step(
@@ -89,9 +96,10 @@ async def run_step(
         session=session,
         counts=dict(ran or {}),
     )
-    result = await _run_agent(host, given, current, run, rejected, services.transient)
+    published = Published(run.observe, given)
+    result = await _run_agent(host, given, current, run, rejected, services.transient, published)
     if isinstance(result, RunOutcome):
-        return result
+        return dataclasses.replace(result, events=published.events)
     text = state_text(result)
     paused: list[tuple[str, str]] = []
     unrecorded: list[str] = []
@@ -122,8 +130,9 @@ async def run_step(
         )
     else:
         outcome = await _answered(outcome, result, session)
+        await published.answer(result.last_agent, outcome.answer)
     await _store(run, host, text, paused, outcome)
-    return outcome
+    return dataclasses.replace(outcome, events=published.events)
 
 
 async def _run_agent(
@@ -133,7 +142,8 @@ async def _run_agent(
     run: SDKRun,
     rejected: Sequence[tuple[Any, str]],
     transient: Callable[[BaseException], bool],
-) -> RunResult | RunOutcome:
+    published: Published,
+) -> RunResult | RunResultStreaming | RunOutcome:
     """The SDK's ``Runner.run`` with ``current`` as the run its tools see, and the user's
     context, ``RunConfig``, hooks and session; a failed run's outcome when the agent (or the
     SDK) failed, a blocked one when a guardrail of the user's tripped."""
@@ -142,20 +152,29 @@ async def _run_agent(
         for item, scoped in rejected:
             await record_rejection(current, host, item, scoped)
         user = run.user
-        return await SDKRunner.run(
-            host.agent,
-            given,
+        # The agents' MCP servers are connected for this step only: a pause closes them.
+        options: dict[str, Any] = {
             # On a resume, the SDK puts it in place of the (empty) context the state holds.
-            context=run.context,
-            max_turns=host.max_turns,
-            hooks=user.hooks_for(),
-            run_config=run_config_for(
-                user, workflow=host.name, run_id=run.run_id, thread_id=run.thread_id
+            "context": run.context,
+            "max_turns": host.max_turns,
+            "hooks": user.hooks_for(),
+            # A model named by a string comes from the run's provider: governed too.
+            "run_config": governed_run_config(
+                run_config_for(user, workflow=host.name, run_id=run.run_id, thread_id=run.thread_id)
             ),
             # The same session at the start and at each resume: the SDK writes the items the
             # pause held back to it, and refuses a session of another id.
-            session=user.session_for(current.deps, thread_id=run.thread_id, run_id=run.run_id),
-        )
+            "session": user.session_for(current.deps, thread_id=run.thread_id, run_id=run.run_id),
+        }
+        async with mcp_connected(reachable(host.agent)):
+            if published.observe is not None:
+                # Followed as it runs: each tool call is published as the SDK makes it.
+                return await run_streamed(host.agent, given, published, **options)
+            result = await SDKRunner.run(host.agent, given, **options)
+        await published.items(result.new_items)
+        return result
+    except ModelCallBlocked as stop:
+        return blocked(stop.reason, current.run_id, current.thread_id)
     except (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered) as exc:
         which = "input" if isinstance(exc, InputGuardrailTripwireTriggered) else "output"
         name = exc.guardrail_result.guardrail.get_name()
@@ -180,7 +199,9 @@ async def _run_agent(
         leave(token)
 
 
-async def _answered(outcome: RunOutcome, result: RunResult, session: Session) -> RunOutcome:
+async def _answered(
+    outcome: RunOutcome, result: RunResult | RunResultStreaming, session: Session
+) -> RunOutcome:
     """A finished run's outcome: its final answer as ``output`` released it, or blocked."""
     final = result.final_output
     answer = final if isinstance(final, str) else None
@@ -224,7 +245,7 @@ async def _store(
     )
 
 
-def state_text(result: RunResult) -> str:
+def state_text(result: RunResult | RunResultStreaming) -> str:
     """The text of the run's ``RunState`` as stored: its JSON without the user's context
     (``_without_context``), which a resume makes again from the run's context JSON."""
     # Nothing of a custom context object goes into the state (the SDK would otherwise dump a
