@@ -304,6 +304,14 @@ async def test_a_busy_thread_refuses_a_second_run_and_goto_is_refused(
         with pytest.raises(httpx.HTTPStatusError) as goto:
             await waited(client, thread_id, command={**APPROVE, "goto": "tools"})
         assert goto.value.response.status_code == 422
+        wrongs: list[dict[str, Any]] = [
+            {"decisions": []},
+            {"no-such-interrupt": {"type": "approve"}},
+        ]
+        for wrong in wrongs:
+            with pytest.raises(httpx.HTTPStatusError) as refused:
+                await waited(client, thread_id, command={"resume": wrong})
+            assert refused.value.response.status_code == 422
     assert await scalar(engine, "select count(*) from decisions") == 0
 
 
