@@ -1,8 +1,14 @@
-"""Password hashing for local accounts: scrypt (memory-hard), standard library only.
+"""Password hashing for local accounts: Argon2id (through ``pwdlib``), and the scrypt hashes
+stored before it, which still verify and are replaced on the account's next sign-in.
 
-A stored hash reads ``scrypt$N$r$p$SALT$KEY`` (salt and key in base64), so the cost can be
-raised later without invalidating the hashes already stored. These functions are CPU-bound
-(tens of milliseconds); async callers run them in a worker thread.
+A new hash is Argon2id in the PHC string format (``$argon2id$v=19$m=47104,t=1,p=1$SALT$KEY``):
+OWASP's first recommended setting (46 MiB, one pass, one lane), about 50 ms of one core
+here, under the 0.1 s a check may cost. An older hash reads ``scrypt$N$r$p$SALT$KEY`` (salt
+and key in base64). Either string names its parameters, so they can be raised later:
+``needs_rehash`` says when a stored hash is not the current kind. The parameters a stored
+hash may ask for are bounded, so a hash string edited to demand a huge cost fails instead of
+hanging the process or exhausting its memory. These functions are CPU-bound (tens of
+milliseconds); async callers run them in a worker thread.
 """
 
 from __future__ import annotations
@@ -12,7 +18,11 @@ import binascii
 import functools
 import hashlib
 import hmac
+import re
 import secrets
+
+from pwdlib.exceptions import UnknownHashError
+from pwdlib.hashers.argon2 import Argon2Hasher
 
 from approvals.errors import InvalidAccount
 from approvals.json_values import text_problem
@@ -20,13 +30,20 @@ from approvals.json_values import text_problem
 MIN_LENGTH = 12
 MAX_LENGTH = 1024
 
+#: The current scheme: Argon2id, memory in KiB, passes, lanes.
+ARGON2_MEMORY, ARGON2_TIME, ARGON2_LANES = 47104, 1, 1
+_ARGON2 = Argon2Hasher(time_cost=ARGON2_TIME, memory_cost=ARGON2_MEMORY, parallelism=ARGON2_LANES)
+#: What a stored Argon2id hash may ask for at most (256 MiB, 8 passes, 8 lanes).
+_MAX_MEMORY, _MAX_TIME, _MAX_LANES = 262144, 8, 8
+_ARGON2_PARAMS = re.compile(
+    r"^\$argon2id\$v=19\$m=(\d{1,9}),t=(\d{1,3}),p=(\d{1,3})\$[^$]+\$[^$]+$"
+)
+
+#: The scheme stored before Argon2id: verified, never written.
 SCHEME = "scrypt"
-N, R, P = 2**14, 8, 1
 SALT_BYTES = 16
 KEY_BYTES = 32
-
-# Bounds on the parameters a stored hash may ask for: a hash string edited to demand a huge
-# cost must fail, not hang the process or exhaust its memory.
+# Bounds on the parameters a stored scrypt hash may ask for.
 _MAX_N, _MAX_R, _MAX_P = 2**17, 16, 4
 
 
@@ -56,10 +73,16 @@ def _derive(password: str, salt: bytes, n: int, r: int, p: int, length: int) -> 
 
 
 def hash_password(password: str) -> str:
-    """A new salted hash of ``password``, in the stored format."""
+    """A new salted Argon2id hash of ``password``, in the PHC string format."""
+    return _ARGON2.hash(password)
+
+
+def scrypt_hash(password: str, n: int = 2**14, r: int = 8, p: int = 1) -> str:
+    """A scrypt hash in the format stored before Argon2id (what older accounts hold; for tests
+    and for migrating accounts from elsewhere)."""
     salt = secrets.token_bytes(SALT_BYTES)
-    key = _derive(password, salt, N, R, P, KEY_BYTES)
-    return f"{SCHEME}${N}${R}${P}${_b64(salt)}${_b64(key)}"
+    key = _derive(password, salt, n, r, p, KEY_BYTES)
+    return f"{SCHEME}${n}${r}${p}${_b64(salt)}${_b64(key)}"
 
 
 def _parse(encoded: str) -> tuple[int, int, int, bytes, bytes] | None:
@@ -87,15 +110,47 @@ def _dummy_hash() -> str:
     return hash_password(secrets.token_urlsafe(16))
 
 
-def verify_password(password: str, encoded: str | None) -> bool:
-    """Whether ``password`` matches the stored hash ``encoded``.
+def _argon2_in_bounds(encoded: str) -> bool:
+    found = _ARGON2_PARAMS.match(encoded)
+    if found is None:
+        return False
+    memory, passes, lanes = (int(x) for x in found.groups())
+    return 8 <= memory <= _MAX_MEMORY and 1 <= passes <= _MAX_TIME and 1 <= lanes <= _MAX_LANES
 
-    ``None`` (no such account) costs the same as a real check and is always ``False``, so the
-    time taken does not reveal which names exist. A malformed or tampered hash is ``False``.
-    """
-    parsed = _parse(encoded if encoded is not None else _dummy_hash())
+
+def _verify_scrypt(password: str, encoded: str) -> bool:
+    parsed = _parse(encoded)
     if parsed is None:
         return False
     n, r, p, salt, key = parsed
     candidate = _derive(password, salt, n, r, p, len(key))
-    return hmac.compare_digest(candidate, key) and encoded is not None
+    return hmac.compare_digest(candidate, key)
+
+
+def verify_password(password: str, encoded: str | None) -> bool:
+    """Whether ``password`` matches the stored hash ``encoded`` (Argon2id, or the older
+    scrypt).
+
+    ``None`` (no such account) costs the same as a real check and is always ``False``, so the
+    time taken does not reveal which names exist. A malformed or tampered hash, or one asking
+    for parameters out of bounds, is ``False``.
+    """
+    if encoded is None:
+        _ARGON2.verify(password, _dummy_hash())
+        return False
+    if encoded.startswith(SCHEME + "$"):
+        return _verify_scrypt(password, encoded)
+    if not _argon2_in_bounds(encoded):
+        return False
+    try:
+        return bool(_ARGON2.verify(password, encoded))
+    except (UnknownHashError, ValueError):
+        return False
+
+
+def needs_rehash(encoded: str) -> bool:
+    """Whether a stored hash that just verified should be replaced by a new one: an scrypt
+    hash, or an Argon2id hash with other parameters than today's."""
+    if encoded.startswith(SCHEME + "$"):
+        return True
+    return bool(_ARGON2.check_needs_rehash(encoded))

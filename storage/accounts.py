@@ -19,7 +19,13 @@ from approvals.accounts import (
     validate_name,
 )
 from approvals.errors import AccountExists, InvalidAccount
-from approvals.passwords import MAX_LENGTH, hash_password, validate_password, verify_password
+from approvals.passwords import (
+    MAX_LENGTH,
+    hash_password,
+    needs_rehash,
+    validate_password,
+    verify_password,
+)
 from approvals.principals import ApiToken, Principal
 from storage.db import Database
 
@@ -59,7 +65,7 @@ class PgAccounts:
         validate_name("user", name)
         members = validate_groups(groups)
         validate_password(password)
-        # scrypt takes tens of milliseconds of CPU: off the event loop.
+        # Argon2id takes tens of milliseconds of CPU: off the event loop.
         encoded = await asyncio.to_thread(hash_password, password)
         row = await self._db.one(
             "create_user",
@@ -78,8 +84,12 @@ class PgAccounts:
         too_long = len(password) > MAX_LENGTH
         encoded = None if row is None or too_long else row["password_hash"]
         matches = await asyncio.to_thread(verify_password, password[:MAX_LENGTH], encoded)
-        if row is None or not matches or row["disabled"]:
+        if row is None or encoded is None or not matches or row["disabled"]:
             return None
+        if needs_rehash(encoded):
+            # An older scheme or cost: replaced now that the password is known to be right.
+            fresh = await asyncio.to_thread(hash_password, password)
+            await self._db.run("rehash_password", {"name": name, "old": encoded, "new": fresh})
         return Principal.local(name, frozenset(row["groups"]))
 
     async def users(self) -> list[UserAccount]:

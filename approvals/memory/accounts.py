@@ -4,6 +4,7 @@ token digests only, an owned token never holding more than its enabled owner).""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 
 from approvals.accounts import (
@@ -15,7 +16,13 @@ from approvals.accounts import (
 )
 from approvals.errors import AccountExists, InvalidAccount
 from approvals.memory.store import MemoryStore, StoredToken, StoredUser, now
-from approvals.passwords import MAX_LENGTH, hash_password, validate_password, verify_password
+from approvals.passwords import (
+    MAX_LENGTH,
+    hash_password,
+    needs_rehash,
+    validate_password,
+    verify_password,
+)
 from approvals.principals import ApiToken, Principal
 
 
@@ -44,8 +51,11 @@ class MemoryAccounts:
         too_long = len(password) > MAX_LENGTH
         encoded = None if user is None or too_long else user.password_hash
         matches = await asyncio.to_thread(verify_password, password[:MAX_LENGTH], encoded)
-        if user is None or not matches or user.disabled:
+        if user is None or encoded is None or not matches or user.disabled:
             return None
+        if needs_rehash(encoded):
+            fresh = await asyncio.to_thread(hash_password, password)
+            self._store.users[name] = dataclasses.replace(user, password_hash=fresh)
         return Principal.local(name, frozenset(user.groups))
 
     async def disable_user(self, name: str) -> bool:

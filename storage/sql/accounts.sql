@@ -24,6 +24,12 @@ SELECT * FROM created;
 -- What signing in checks: a local account's password hash, groups and whether it is disabled.
 SELECT password_hash, groups, disabled FROM users WHERE name = %(name)s;
 
+-- name: rehash_password
+-- A local account's password hash replaced by one of today's scheme after the password was
+-- checked against it (an scrypt hash, or older Argon2id parameters); only while the stored
+-- hash is still the one checked, so a password changed meanwhile is never overwritten.
+UPDATE users SET password_hash = %(new)s WHERE name = %(name)s AND password_hash = %(old)s;
+
 -- name: list_users
 -- Every local account, by name (never a password hash).
 SELECT name, groups, created_at, disabled FROM users ORDER BY name;

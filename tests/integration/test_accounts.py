@@ -49,10 +49,10 @@ async def test_a_user_signs_in_with_the_right_password_only(engine: Engine) -> N
     assert await engine.accounts.authenticate("Not A Name", PASSWORD) is None
 
 
-async def test_the_password_is_stored_only_as_a_scrypt_hash(engine: Engine) -> None:
+async def test_the_password_is_stored_only_as_an_argon2id_hash(engine: Engine) -> None:
     await engine.accounts.add_user("alice", PASSWORD, ["finance"])
     (row,) = await _rows(engine, "users")
-    assert row["password_hash"].startswith("scrypt$16384$8$1$")
+    assert row["password_hash"].startswith("$argon2id$v=19$m=47104,t=1,p=1$")
     assert PASSWORD not in str(row)
     (created,) = await _audit(engine, "account.")
     assert created["kind"] == "account.created"

@@ -1,4 +1,5 @@
-"""Passwords are stored as scrypt hashes that verify only the password they were made from."""
+"""Passwords are stored as Argon2id hashes that verify only the password they were made from;
+the scrypt hashes stored before still verify, and are the ones ``needs_rehash`` names."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import pytest
 
 from approvals.accounts import new_token_secret, token_digest, validate_groups, validate_name
 from approvals.errors import InvalidAccount
-from approvals.passwords import hash_password, validate_password, verify_password
+from approvals.passwords import (
+    hash_password,
+    needs_rehash,
+    scrypt_hash,
+    validate_password,
+    verify_password,
+)
 
 PASSWORD = "correct horse battery staple"
 
@@ -28,11 +35,50 @@ def test_a_hash_verifies_its_password_and_no_other(stored: str) -> None:
 def test_the_stored_format_names_its_parameters_and_never_holds_the_password(
     stored: str,
 ) -> None:
-    scheme, n, r, p, salt, key = stored.split("$")
-    assert (scheme, n, r, p) == ("scrypt", str(2**14), "8", "1")
-    assert len(base64.b64decode(salt, validate=True)) == 16
-    assert len(base64.b64decode(key, validate=True)) == 32
+    _, scheme, version, params, salt, key = stored.split("$")
+    assert (scheme, version, params) == ("argon2id", "v=19", "m=47104,t=1,p=1")
+    assert len(base64.b64decode(salt + "==")) == 16
+    assert len(base64.b64decode(key + "=")) == 32
     assert PASSWORD not in stored
+    assert not needs_rehash(stored)
+
+
+def _argon2_with(stored: str, params: str) -> str:
+    parts = stored.split("$")
+    parts[3] = params
+    return "$".join(parts)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        "m=1073741824,t=1,p=1",  # a terabyte: refused before hashing
+        "m=47104,t=100000,p=1",
+        "m=47104,t=1,p=255",
+        "m=47104,t=1",
+        "m=4,t=1,p=1",
+    ],
+)
+def test_an_argon2_hash_asking_for_too_much_is_refused_before_hashing(
+    stored: str, params: str
+) -> None:
+    assert not verify_password(PASSWORD, _argon2_with(stored, params))
+
+
+def test_an_argon2_hash_of_other_parameters_still_verifies_and_is_rehashed() -> None:
+    from pwdlib.hashers.argon2 import Argon2Hasher
+
+    older = Argon2Hasher(time_cost=2, memory_cost=19456, parallelism=1).hash(PASSWORD)
+    assert verify_password(PASSWORD, older)
+    assert needs_rehash(older)
+
+
+def test_an_scrypt_hash_from_before_still_verifies_and_is_rehashed() -> None:
+    old = scrypt_hash(PASSWORD)
+    assert old.startswith("scrypt$16384$8$1$")
+    assert verify_password(PASSWORD, old)
+    assert not verify_password(PASSWORD + " ", old)
+    assert needs_rehash(old)
 
 
 def test_each_hash_gets_its_own_salt() -> None:
@@ -54,7 +100,8 @@ def _flip_first_byte(b64: str) -> str:
     return base64.b64encode(bytes(raw)).decode()
 
 
-def test_a_tampered_hash_is_refused(stored: str) -> None:
+def test_a_tampered_scrypt_hash_is_refused() -> None:
+    stored = scrypt_hash(PASSWORD)
     parts = stored.split("$")
     tampered = [
         _replace(stored, 5, _flip_first_byte(parts[5])),  # the key
