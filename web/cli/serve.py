@@ -57,6 +57,19 @@ def worker_command(
         ),
     ] = False,
     concurrency: Annotated[int | None, typer.Option(min=1, max=64)] = None,
+    health_port: Annotated[
+        int | None,
+        typer.Option(
+            "--health-port",
+            min=0,
+            max=65535,
+            help="Serve GET /healthz (liveness) and /readyz (readiness) on this port (0: any"
+            " free one); the address is printed.",
+        ),
+    ] = None,
+    health_host: Annotated[
+        str, typer.Option("--health-host", help="Address the health probe listens on.")
+    ] = "127.0.0.1",
 ) -> None:
     """Resume runs whose calls were decided, and expire (or escalate) requests past their
     deadline every APPROVALS_SWEEP_INTERVAL_SECONDS. Runs until SIGTERM/SIGINT unless --drain."""
@@ -72,13 +85,34 @@ def worker_command(
         freeze_heap(engine)
         stop = asyncio.Event()
         _stop_on_signals(stop)
-        await engine.work(stop)
-        return 0
+        if health_port is None:
+            await engine.work(stop)
+            return 0
+        return await _work_with_probe(engine, stop, health_host, health_port)
 
     update = {"worker_concurrency": concurrency} if concurrency is not None else None
     done = run_async(main, settings_update=update)
     if drain:
         typer.echo(json.dumps({"resumed": done}))
+
+
+async def _work_with_probe(engine: Engine, stop: asyncio.Event, host: str, port: int) -> int:
+    """``engine.work(stop)`` with the health probe (``web.worker_probe``) served beside it."""
+    from web.serving import bind, url_of
+    from web.worker_probe import WorkerState, probe_serving
+
+    state = WorkerState(graphs=tuple(engine.agent_names()))
+    sock = bind(host, port)
+    async with probe_serving(engine, state, sock):
+        typer.echo(f"health probe at {url_of(sock)}/healthz and /readyz", err=True)
+        state.running = True
+        try:
+            await engine.work(stop)
+        except BaseException as exc:
+            state.stopped_because = f"{type(exc).__name__}: {exc}"
+            raise
+        state.stopped_because = "stopping"
+    return 0
 
 
 def serve_command(
