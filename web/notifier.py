@@ -18,14 +18,39 @@ from collections.abc import Awaitable, Sequence
 
 import httpx
 
+from approvals.authz import ApproverRules
 from approvals.errors import DatabaseUnavailable
 from approvals.notify import DeliveryStatus, Notice, RunNotice, backoff_seconds
+from storage.db import Database
 from storage.notifications import PgNotifications
 from storage.run_events import PgRunEvents
-from web.channels import Channel, Outcome, WebhookChannel, channels_from_settings
+from web.channels import (
+    Channel,
+    EmailLinks,
+    LinkDesk,
+    Outcome,
+    WebhookChannel,
+    channels_from_settings,
+)
+from web.security import secret_key
 from web.settings import Settings
 
 log = logging.getLogger("approvals.notify")
+
+
+def email_link_desk(db: Database, settings: Settings) -> LinkDesk:
+    """What one-time e-mail links need, on ``db``: signed under the app's secret (the one
+    that signs its sessions), checked by the approver rules the web applies."""
+    links = EmailLinks(
+        secret_key(settings.secret_key, settings.data_dir),
+        public_url=settings.public_url,
+        max_seconds=settings.email_link_seconds,
+    )
+    rules = ApproverRules(
+        default_group=settings.default_approver_group, operator_group=settings.operator_group
+    )
+    return LinkDesk.on(db, links, dict(settings.notify_smtp_accounts), rules)
+
 
 USER_AGENT = "approvals-notifier/1"
 MAX_POLL_BACKOFF = 30.0
@@ -51,6 +76,8 @@ class Notifier:
     ) -> None:
         self._store = store
         self._runs = runs
+        #: The one-time e-mail links' desk (``web.faces.email_links`` reads links with it).
+        self.email_links: LinkDesk | None = None
         self._channels = {c.name: c for c in channels}
         # Runs are told to webhooks only: they are for programs waiting on a run, not people.
         self._webhooks = {c.name: c for c in channels if isinstance(c, WebhookChannel)}
@@ -71,11 +98,20 @@ class Notifier:
 
     @classmethod
     def from_settings(
-        cls, store: PgNotifications, settings: Settings, runs: PgRunEvents | None = None
+        cls,
+        store: PgNotifications,
+        settings: Settings,
+        runs: PgRunEvents | None = None,
+        *,
+        db: Database | None = None,
     ) -> Notifier:
-        return cls(
+        """The notifier the settings configure. ``db``: the database the one-time e-mail
+        links check accounts and requests in and audit their use in (without it, e-mails
+        carry no links and ``email_links`` is ``None``)."""
+        desk = email_link_desk(db, settings) if db is not None else None
+        notifier = cls(
             store,
-            channels_from_settings(settings),
+            channels_from_settings(settings, desk),
             public_url=settings.public_url,
             default_group=settings.default_approver_group,
             max_attempts=settings.notify_max_attempts,
@@ -85,6 +121,8 @@ class Notifier:
             poll_interval=settings.notify_poll_seconds,
             runs=runs,
         )
+        notifier.email_links = desk
+        return notifier
 
     @property
     def enabled(self) -> bool:

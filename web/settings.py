@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import json
 import tomllib
@@ -20,14 +22,50 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, Settin
 
 from approvals.errors import ConfigurationError
 
+#: The prefix of a Standard Webhooks secret: ``whsec_`` and the key, base64-encoded.
+WHSEC_PREFIX = "whsec_"
+
+
+def whsec_key(secret: str) -> bytes:
+    """The key of a ``whsec_<base64>`` secret; ``ValueError`` when it is not one, or its key
+    is shorter than 16 bytes."""
+    if not secret.startswith(WHSEC_PREFIX):
+        raise ValueError("a Standard Webhooks secret starts with whsec_")
+    try:
+        key = base64.b64decode(secret.removeprefix(WHSEC_PREFIX), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("the part after whsec_ is not base64") from None
+    if len(key) < 16:
+        raise ValueError("a Standard Webhooks key needs at least 16 bytes (use 32)")
+    return key
+
 
 class WebhookTarget(BaseModel):
-    """A webhook notifications are posted to, and the secret its bodies are signed with."""
+    """A webhook notifications are posted to, and the secrets its bodies are signed with."""
 
     url: str = Field(pattern=r"^https?://")
-    secret: SecretStr = Field(min_length=16)
+    #: The secret of the old ``X-Approvals-Signature`` header (and, when ``secrets`` is empty,
+    #: the key of the Standard Webhooks signature: its ``whsec_`` form is ``whsec_`` and the
+    #: base64 of its UTF-8 bytes).
+    secret: SecretStr | None = Field(default=None, min_length=16)
+    #: Standard Webhooks secrets (``whsec_<base64>``), every one active: each delivery carries
+    #: a ``v1,`` signature by each, so a secret is rotated without a gap.
+    secrets: list[SecretStr] = Field(default_factory=list)
     #: How its deliveries are named in the log (default: its host and a digest of its URL).
     name: str | None = Field(default=None, min_length=1, max_length=100)
+
+    @field_validator("secrets")
+    @classmethod
+    def _whsec(cls, value: list[SecretStr]) -> list[SecretStr]:
+        for secret in value:
+            whsec_key(secret.get_secret_value())
+        return value
+
+    @model_validator(mode="after")
+    def _signed(self) -> WebhookTarget:
+        if self.secret is None and not self.secrets:
+            raise ValueError("a webhook needs a secret or secrets (whsec_...) to sign with")
+        return self
 
 
 def _langgraph_graphs(path: Path) -> dict[str, str]:
@@ -109,6 +147,10 @@ class Settings(BaseSettings):
     #: ``{"url": ..., "secret": ..., "name": ...}`` (name optional). Bodies are signed with
     #: HMAC-SHA256 under the secret.
     notify_webhooks: list[WebhookTarget] = Field(default_factory=list)
+    #: Also sign webhooks the old way (``X-Approvals-Timestamp``, ``X-Approvals-Signature``),
+    #: beside the Standard Webhooks headers, for receivers not yet moved over. On for this
+    #: release only (docs/notifications.md, "Migrating from X-Approvals-Signature").
+    webhook_legacy_signature: bool = True
     #: A Slack-compatible incoming-webhook URL (itself a secret: whoever has it may post).
     notify_slack_webhook: SecretStr | None = None
     #: E-mail over SMTP: sent when the host and at least one recipient are set.
@@ -122,6 +164,12 @@ class Settings(BaseSettings):
     notify_smtp_starttls: bool = False
     notify_smtp_user: str | None = None
     notify_smtp_password: SecretStr | None = None
+    #: Local accounts' own addresses (``{"ada": "ada@example.com"}``): each enabled account
+    #: that may decide a waiting request gets an e-mail of its own carrying one-time links
+    #: that decide it (docs/notifications.md, "Deciding from an e-mail").
+    notify_smtp_accounts: dict[str, str] = Field(default_factory=dict)
+    #: How long a one-time e-mail link stays valid at most (never past its request's expiry).
+    email_link_seconds: int = Field(default=24 * 3600, gt=0, le=30 * 24 * 3600)
     #: Per attempt: connect, send and wait for the answer.
     notify_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     #: Attempts per notification before it is given up (logged as failed).

@@ -13,13 +13,15 @@ from __future__ import annotations
 from approvals.errors import ConfigurationError
 from web.channels.channel import Channel, Outcome
 from web.channels.slack import SlackChannel
-from web.channels.smtp import EmailChannel, SmtpServer
+from web.channels.smtp import EmailChannel, EmailLinks, LinkDesk, SmtpServer
 from web.channels.webhook import WebhookChannel
 from web.settings import Settings
 
 __all__ = [
     "Channel",
     "EmailChannel",
+    "EmailLinks",
+    "LinkDesk",
     "Outcome",
     "SlackChannel",
     "SmtpServer",
@@ -28,14 +30,19 @@ __all__ = [
 ]
 
 
-def channels_from_settings(settings: Settings) -> list[Channel]:
-    """The configured channels; none configured, none returned (and nothing is sent)."""
+def channels_from_settings(settings: Settings, desk: LinkDesk | None = None) -> list[Channel]:
+    """The configured channels; none configured, none returned (and nothing is sent).
+    ``desk``: the e-mail channel's one-time links (none: its e-mail carries none)."""
     channels: list[Channel] = [
-        WebhookChannel(w.url, w.secret.get_secret_value(), w.name) for w in settings.notify_webhooks
+        WebhookChannel.from_target(w, legacy_signature=settings.webhook_legacy_signature)
+        for w in settings.notify_webhooks
     ]
     if settings.notify_slack_webhook is not None:
         channels.append(SlackChannel(settings.notify_slack_webhook.get_secret_value()))
-    if settings.notify_smtp_host and (settings.notify_smtp_to or settings.notify_smtp_group_to):
+    personal = desk is not None and bool(desk.addresses)
+    if settings.notify_smtp_host and (
+        settings.notify_smtp_to or settings.notify_smtp_group_to or personal
+    ):
         server = SmtpServer(
             host=settings.notify_smtp_host,
             port=settings.notify_smtp_port,
@@ -50,7 +57,12 @@ def channels_from_settings(settings: Settings) -> list[Channel]:
             timeout=settings.notify_timeout_seconds,
         )
         channels.append(
-            EmailChannel(server, to=settings.notify_smtp_to, group_to=settings.notify_smtp_group_to)
+            EmailChannel(
+                server,
+                to=settings.notify_smtp_to,
+                group_to=settings.notify_smtp_group_to,
+                desk=desk if personal else None,
+            )
         )
     names = [c.name for c in channels]
     if len(set(names)) != len(names):
