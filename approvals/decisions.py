@@ -22,6 +22,7 @@ from approvals.errors import (
     RequestNotPending,
     ShownCopyChanged,
 )
+from approvals.grants import Offer, StandingGrants
 from approvals.identity import call_identity
 from approvals.json_values import check_inputs
 from approvals.model import NO_REASON, DecisionRecord, PendingCall, Vote
@@ -179,6 +180,29 @@ async def _approval(
     return DecisionKind.EDIT, args, args_identity
 
 
+def _standing_offer(
+    request_id: str,
+    request: PendingCall,
+    kind: DecisionKind,
+    grants: StandingGrants | None,
+) -> tuple[Offer, StandingGrants]:
+    """What an "always" decision grants (``approvals.grants``): refused unless the request's
+    rule offers it, one approver decides, and the decision is an approval as shown or a
+    rejection (an edit or an answer is about one call only)."""
+    offer = Offer.of(request.shown)
+    if offer is None or request.quorum > 1:
+        raise InvalidDecision(
+            request_id, "this request cannot be decided always; its rule does not allow it"
+        )
+    if kind not in (DecisionKind.APPROVE, DecisionKind.REJECT):
+        raise InvalidDecision(
+            request_id, f"only an approval as shown or a rejection can be always, not {kind}"
+        )
+    if grants is None:
+        raise InvalidDecision(request_id, "standing grants are not kept here")
+    return offer, grants
+
+
 async def _intact_request(
     requests: ApprovalRequests, request_id: str, read: PendingCall | None, *, principal: str
 ) -> PendingCall:
@@ -208,8 +232,15 @@ async def decide(
     override_by: str | None = None,
     read: PendingCall | None = None,
     require_reason: bool = False,
+    always: bool = False,
+    grants: StandingGrants | None = None,
 ) -> DecisionRecord | Vote:
     """Decide one pending call as ``principal``.
+
+    ``always`` (an approval as shown, or a rejection, where the request's rule says
+    ``allow_always``) also makes a standing grant in ``grants`` for the rest of the run: later
+    calls of the tool that the rule escalates within its bounds take this decision
+    (``approvals.grants``). Refused (``InvalidDecision``) where the request does not offer it.
 
     A rejection without a reason is recorded with ``NO_REASON`` (HumanInTheLoopMiddleware's
     reject needs none), unless ``require_reason`` (``APPROVALS_REQUIRE_REJECT_REASON``).
@@ -256,9 +287,10 @@ async def decide(
         kind, args, args_identity = await _approval(canonical, request, args, recheck)
     else:
         _check_offered(canonical, request, kind)
+    standing = _standing_offer(canonical, request, kind, grants) if always else None
     _still_pending(canonical, request)
     rules = KIND_RULES[kind]
-    return await decisions.decide(
+    decided = await decisions.decide(
         canonical,
         kind=kind,
         principal=principal.strip(),
@@ -270,3 +302,15 @@ async def decide(
         check=check,
         override_by=override_by,
     )
+    if standing is not None and isinstance(decided, DecisionRecord):
+        # After the decision's own statement: should this fail, the decision stands for its
+        # call alone and the error is raised (later calls ask again: the safe side).
+        offer, keeper = standing
+        await keeper.make_grant(
+            request_id=canonical,
+            decision_id=decided.id,
+            ruling=rules.ruling,
+            offer=offer,
+            principal=principal.strip(),
+        )
+    return decided

@@ -22,6 +22,7 @@ from storage.db import (
     read_unreadable_json_as_marker,
     sql,
 )
+from storage.grants import PgStandingGrants
 
 #: What a list's scope asks of may_decide (the ``decidable`` parameter): anything, yes, no.
 _DECIDABLE: dict[Scope, bool | None] = {Scope.SEE: None, Scope.DECIDE: True, Scope.OTHERS: False}
@@ -88,10 +89,13 @@ def joined_decision(row: dict[str, Any]) -> DecisionRecord | None:
     )
 
 
-class PgApprovalRequests:
-    """Pending-call records, keyed by (run, call, content identity)."""
+class PgApprovalRequests(PgStandingGrants):
+    """Pending-call records, keyed by (run, call, content identity); also the run's standing
+    grants (``approvals.grants.StandingGrants``), which the approval slot asks before it opens
+    a request, on the same database."""
 
     def __init__(self, db: Database) -> None:
+        super().__init__(db)
         self._db = db
 
     async def open(self, new: NewRequest) -> tuple[PendingCall, DecisionRecord | None]:

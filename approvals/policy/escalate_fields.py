@@ -21,6 +21,7 @@ ESCALATE_FIELDS = (
     "then",
     "redact",
     "allowed_decisions",
+    "allow_always",
 )
 #: The fields of one step of an escalation chain (``then``), and how long a chain may be.
 STEP_FIELDS = ("approvers", "expires_in")

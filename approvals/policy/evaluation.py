@@ -18,6 +18,7 @@ import cel
 from agent_hooks import Decision, InterceptionPoint, Transform, Verdict, Warning
 
 from approvals.decision_kinds import DECISION_TYPES
+from approvals.grants import Within
 from approvals.model import EscalationStep, OnExpiry
 from approvals.policy.rules import TOOL_POINTS, Action, DefaultAction, Rule, SetArgument
 
@@ -139,6 +140,8 @@ class Escalation:
     redact: tuple[str, ...] = ()
     #: The decisions approvers may make; empty: the default (approve, edit, reject).
     allowed_decisions: tuple[str, ...] = ()
+    #: Whether its approver may decide "always", within these bounds (``approvals.grants``).
+    allow_always: Within | None = None
 
 
 def escalation_of(verdict: Verdict) -> Escalation | None:
@@ -181,7 +184,14 @@ def escalation_of(verdict: Verdict) -> Escalation | None:
         allowed_decisions=(
             tuple(d for d in DECISION_TYPES if d in allowed) if isinstance(allowed, list) else ()
         ),
+        allow_always=_always(block.get("allow_always")),
     )
+
+
+def _always(value: Any) -> Within | None:
+    """The bounds of an approval block's ``allow_always`` (``None``: not offered, or
+    malformed: fail closed)."""
+    return Within.from_json(value.get("within", {})) if isinstance(value, dict) else None
 
 
 def _approval_block(escalation: Escalation) -> dict[str, Any]:
@@ -204,6 +214,9 @@ def _approval_block(escalation: Escalation) -> dict[str, Any]:
     if escalation.allowed_decisions:
         # Only when the rule names them: the host's default stays approve, edit and reject.
         block["allowed_decisions"] = list(escalation.allowed_decisions)
+    if escalation.allow_always is not None:
+        # Only when the rule offers it: the approver may decide "always" (approvals.grants).
+        block["allow_always"] = {"within": escalation.allow_always.to_json()}
     return block
 
 
@@ -342,6 +355,7 @@ class Policy:
                 then=rule.then,
                 redact=rule.redact,
                 allowed_decisions=rule.allowed_decisions,
+                allow_always=rule.allow_always,
             )
             return Verdict(
                 decision=Decision.DENY,

@@ -19,6 +19,7 @@ from yaml.nodes import Node, SequenceNode
 
 from approvals.decision_kinds import DecisionKind
 from approvals.model import MAX_QUORUM
+from approvals.policy.always import read_allow_always
 from approvals.policy.conditions import read_condition
 from approvals.policy.escalate_fields import (
     ESCALATE_FIELDS,
@@ -50,6 +51,7 @@ RULE_FIELDS = (
     "then",
     "redact",
     "allowed_decisions",
+    "allow_always",
     "mask",
     "set",
     "tool_may_be_absent",
@@ -156,6 +158,7 @@ def _rule(
     on_expiry, then = read_on_expiry(reader, fields, what)
     redact = read_redact(reader, fields, what, frozenset(points)) if "redact" in fields else ()
     allowed, allow_edit = _decisions(reader, fields, what, points)
+    always = read_allow_always(reader, fields, what, frozenset(points), quorum)
     return Rule(
         id=rule_id,
         points=frozenset(points),
@@ -180,6 +183,7 @@ def _rule(
         then=then,
         redact=redact,
         allowed_decisions=allowed,
+        allow_always=always,
         mask=mask,
         set=change,
         line=int(node.start_mark.line) + 1,

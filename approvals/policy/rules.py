@@ -12,6 +12,7 @@ from typing import Any
 import cel
 from agent_hooks import InterceptionPoint
 
+from approvals.grants import Within
 from approvals.model import EscalationStep, OnExpiry
 
 #: The points that carry a tool call (``tool``, ``args``; ``result`` after the call).
@@ -122,6 +123,9 @@ class Rule:
     #: The decisions approvers may make (escalate only; ``approvals.model.DECISION_TYPES``);
     #: empty means the default (approve, edit, reject: never respond).
     allowed_decisions: tuple[str, ...] = ()
+    #: Whether its approver may decide "always" (a standing grant for the rest of the run,
+    #: ``approvals.grants``), within these bounds; ``None``: not offered (escalate only).
+    allow_always: Within | None = None
     mask: Mask | None = None
     set: SetArgument | None = None
     line: int = 0
@@ -172,6 +176,8 @@ class Rule:
             out["redact"] = [f"args.{path}" for path in self.redact]
             if self.allowed_decisions:
                 out["allowed_decisions"] = list(self.allowed_decisions)
+            if self.allow_always is not None:
+                out["allow_always"] = {"within": self.allow_always.to_json()}
         if self.mask is not None:
             out["mask"] = {
                 "pattern": self.mask.pattern.pattern,

@@ -31,6 +31,8 @@ from agent_hooks import (
 )
 from langgraph.types import interrupt
 
+from approvals.decision_kinds import Ruling
+from approvals.grants import SHOWN_KEY, Grant, Offer, StandingGrants, Within
 from approvals.identity import call_identity
 from approvals.masking import Withheld, mask_shown
 from approvals.model import (
@@ -233,6 +235,8 @@ class StoredDecisionResolver:
         self.escalation: Verdict | None = None
         self.request: PendingCall | None = None
         self.decision: DecisionRecord | None = None
+        #: The standing grant that decided the call instead of a request (``approvals.grants``).
+        self.grant: Grant | None = None
         self.failed = False
 
     @property
@@ -260,6 +264,22 @@ class StoredDecisionResolver:
             self.failed = True
             raise
 
+    async def _granted(self, new: NewRequest, args: dict[str, Any]) -> Grant | None:
+        """The standing grant that decides this call, if its rule offers "always" and a grant
+        made in this run covers it; ``None`` (ask a human) where the requests' adapter keeps
+        no grants."""
+        offer = Offer.of(new.shown)
+        if offer is None or not isinstance(self._requests, StandingGrants):
+            return None
+        return await self._requests.use_grant(
+            run_id=new.run_id,
+            tool=new.tool,
+            rule=offer.rule,
+            call_id=new.call_id,
+            identity=new.identity,
+            args=args,
+        )
+
     async def _resolve(self, request: ApprovalRequest) -> ApprovalResolution:
         echo = request.context_identity
         reason = request.verdict.message or request.verdict.reason
@@ -271,12 +291,17 @@ class StoredDecisionResolver:
         redact = (request.verdict.approval or {}).get("redact")
         new = dataclasses.replace(new, shown=redact_shown(new.shown, redact))
         known = _DECIDED.get()
-        if (
+        decided_here = (
             known is not None
             and known[0].identity == new.identity
             and known[0].call_id == new.call_id
             and known[0].run_id == new.run_id
-        ):
+        )
+        if not decided_here and request.interception_point is InterceptionPoint.PRE_TOOL_CALL:
+            self.grant = await self._granted(new, full_args)
+            if self.grant is not None:
+                return by_grant(self.grant, echo)
+        if known is not None and decided_here:
             # What open() returns for a request that exists with this identity: that request
             # (nothing superseded, nothing created) and its decision, already read.
             self.request, self.decision = known
@@ -335,6 +360,30 @@ class StoredDecisionResolver:
         )
 
 
+#: The reasons of the verdicts a standing grant's answer becomes.
+APPROVED_BY_GRANT = "approved_by_grant"
+REJECTED_BY_GRANT = "rejected_by_grant"
+
+
+def by_grant(grant: Grant, echo: str | None) -> ApprovalResolution:
+    """A call decided by a standing grant: its verdict names the grant and who made it, so the
+    interception record and the audit log say how the call was decided."""
+    said = f"standing grant {grant.id} by {grant.granted_by} (request {grant.request_id})"
+    if grant.ruling is Ruling.REJECT:
+        return ApprovalResolution(
+            outcome=ApprovalOutcome.REJECT,
+            context_identity=echo,
+            verdict=Verdict.deny(reason=REJECTED_BY_GRANT, message=f"rejected by {said}"),
+        )
+    return ApprovalResolution(
+        outcome=ApprovalOutcome.APPROVE,
+        context_identity=echo,
+        verdict=Verdict(
+            decision=Decision.ALLOW, reason=APPROVED_BY_GRANT, message=f"approved by {said}"
+        ),
+    )
+
+
 def _as_presented(new: NewRequest, target: Any) -> NewRequest:
     """The request for the arguments as they stand when the call is escalated.
 
@@ -380,6 +429,14 @@ def _escalated(new: NewRequest, reason: str | None, approval: dict[str, Any]) ->
     quorum = approval.get("quorum")
     if isinstance(quorum, int) and not isinstance(quorum, bool) and 1 <= quorum <= MAX_QUORUM:
         changes["quorum"] = quorum
+    always = approval.get("allow_always")
+    within = Within.from_json(always.get("within", {})) if isinstance(always, dict) else None
+    alone = changes.get("quorum", new.quorum) == 1
+    if within is not None and isinstance(rule, str) and rule and alone:
+        # The approver may decide "always" for this rule's calls of the tool in this run, within
+        # these bounds (approvals.grants); shown, so the approver sees what "always" covers.
+        offer = Offer(rule=rule, within=within)
+        changes["shown"] = {**changes.get("shown", new.shown), SHOWN_KEY: offer.to_json()}
     chain = approval.get("then")
     if approval.get("on_expiry") == OnExpiry.ESCALATE and isinstance(chain, list) and chain:
         steps = [EscalationStep.from_json(item) for item in chain]

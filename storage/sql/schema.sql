@@ -1084,6 +1084,32 @@ CREATE SEQUENCE public.sign_in_failures_id_seq
 
 ALTER SEQUENCE public.sign_in_failures_id_seq OWNED BY public.sign_in_failures.id;
 
+CREATE TABLE public.standing_grant_uses (
+    grant_id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    call_id text NOT NULL,
+    identity text NOT NULL,
+    used_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.standing_grants (
+    id uuid NOT NULL,
+    run_id uuid NOT NULL,
+    tool text NOT NULL,
+    rule text NOT NULL,
+    ruling text NOT NULL,
+    within jsonb DEFAULT '{}'::jsonb NOT NULL,
+    request_id uuid NOT NULL,
+    granted_by text NOT NULL,
+    granted_at timestamp with time zone DEFAULT now() NOT NULL,
+    uses integer DEFAULT 0 NOT NULL,
+    revoked_at timestamp with time zone,
+    revoked_by text,
+    CONSTRAINT standing_grants_check CHECK (((revoked_at IS NULL) = (revoked_by IS NULL))),
+    CONSTRAINT standing_grants_ruling_check CHECK ((ruling = ANY (ARRAY['approve'::text, 'reject'::text]))),
+    CONSTRAINT standing_grants_uses_check CHECK ((uses >= 0))
+);
+
 CREATE TABLE public.tool_executions (
     id bigint NOT NULL,
     run_id uuid NOT NULL,
@@ -1223,6 +1249,15 @@ ALTER TABLE ONLY public.runs
 ALTER TABLE ONLY public.sign_in_failures
     ADD CONSTRAINT sign_in_failures_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.standing_grant_uses
+    ADD CONSTRAINT standing_grant_uses_pkey PRIMARY KEY (run_id, call_id, identity);
+
+ALTER TABLE ONLY public.standing_grants
+    ADD CONSTRAINT standing_grants_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.standing_grants
+    ADD CONSTRAINT standing_grants_request_id_key UNIQUE (request_id);
+
 ALTER TABLE ONLY public.tool_executions
     ADD CONSTRAINT tool_executions_idempotency_key_key UNIQUE (idempotency_key);
 
@@ -1291,6 +1326,10 @@ CREATE INDEX runs_thread_idx ON public.runs USING btree (thread_id);
 CREATE INDEX sign_in_failures_account ON public.sign_in_failures USING btree (account, at);
 
 CREATE INDEX sign_in_failures_at ON public.sign_in_failures USING btree (at);
+
+CREATE INDEX standing_grant_uses_grant_idx ON public.standing_grant_uses USING btree (grant_id);
+
+CREATE INDEX standing_grants_live_idx ON public.standing_grants USING btree (run_id, tool, rule) WHERE (revoked_at IS NULL);
 
 CREATE INDEX web_sessions_account ON public.web_sessions USING btree (account) WHERE (account IS NOT NULL);
 
@@ -1366,6 +1405,18 @@ ALTER TABLE ONLY public.run_events
 
 ALTER TABLE ONLY public.run_notification_deliveries
     ADD CONSTRAINT run_notification_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES public.run_events(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.standing_grant_uses
+    ADD CONSTRAINT standing_grant_uses_grant_id_fkey FOREIGN KEY (grant_id) REFERENCES public.standing_grants(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.standing_grant_uses
+    ADD CONSTRAINT standing_grant_uses_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.standing_grants
+    ADD CONSTRAINT standing_grants_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.approval_requests(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.standing_grants
+    ADD CONSTRAINT standing_grants_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.tool_executions
     ADD CONSTRAINT tool_executions_run_id_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id);

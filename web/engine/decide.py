@@ -37,8 +37,11 @@ class DecideUseCases:
         reason: str | None = None,
         args: dict[str, Any] | None = None,
         message: str | None = None,
+        always: bool = False,
     ) -> DecisionRecord | Vote:
         """Decide a pending call as the signed-in ``principal`` (its id is the decider).
+        ``always``: also make a standing grant for the rest of the run, where the request's
+        rule allows it (``approvals.grants``).
 
         The approver rules are applied to the request as it stands when it is consumed, in
         the same transaction (an escalation cannot slip between the check and the decision):
@@ -69,6 +72,8 @@ class DecideUseCases:
             check=may_decide,
             read=found,
             require_reason=self._settings.require_reject_reason,
+            always=always,
+            grants=self._requests,
         )
 
     async def console_principal(self, text: str, *, deciding: bool = False) -> str:
@@ -106,6 +111,7 @@ class DecideUseCases:
         reason: str | None = None,
         args: dict[str, Any] | None = None,
         message: str | None = None,
+        always: bool = False,
     ) -> DecisionRecord | Vote:
         """The operator console's decision in ``principal``'s name (``approvals decide --as``).
 
@@ -125,4 +131,6 @@ class DecideUseCases:
             message=message,
             override_by=override_by or principal,
             require_reason=self._settings.require_reject_reason,
+            always=always,
+            grants=self._requests,
         )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from approvals.authz import ApproverRules
 from approvals.decision_kinds import Ruling
+from approvals.grants import Grant
 from approvals.listing import (
     DEFAULT_PAGE,
     EVERY_REQUEST,
@@ -42,6 +43,7 @@ from web.engine.adapters import Adapters, EventHubs
 from web.engine.agents import AgentSide, Graphs
 from web.engine.decide import DecideUseCases
 from web.engine.edits import EditCheck
+from web.engine.grants import GrantUseCases
 from web.engine.reads import ReadUseCases
 from web.engine.runs import RunUseCases
 from web.notifier import Notifier
@@ -67,6 +69,7 @@ class Engine:
         self._reads = ReadUseCases(adapters, self._hubs)
         self._edits = EditCheck(adapters.runs, adapters.ledger, self._agents)
         self._decide = DecideUseCases(adapters, self._reads, self._edits)
+        self._grants = GrantUseCases(adapters, self._reads)
         self._runs = RunUseCases(adapters, self._reads, self._agents)
 
     async def close(self) -> None:
@@ -201,10 +204,17 @@ class Engine:
         reason: str | None = None,
         args: dict[str, Any] | None = None,
         message: str | None = None,
+        always: bool = False,
     ) -> DecisionRecord | Vote:
         """Decide a pending call as the signed-in ``principal`` (``DecideUseCases.decide``)."""
         return await self._decide.decide(
-            request_id, verdict, principal=principal, reason=reason, args=args, message=message
+            request_id,
+            verdict,
+            principal=principal,
+            reason=reason,
+            args=args,
+            message=message,
+            always=always,
         )
 
     async def decide_as_operator(
@@ -217,6 +227,7 @@ class Engine:
         reason: str | None = None,
         args: dict[str, Any] | None = None,
         message: str | None = None,
+        always: bool = False,
     ) -> DecisionRecord | Vote:
         """The operator console's decision in ``principal``'s name
         (``DecideUseCases.decide_as_operator``)."""
@@ -228,7 +239,16 @@ class Engine:
             reason=reason,
             args=args,
             message=message,
+            always=always,
         )
+
+    async def grants_of(self, run_id: str, *, by: Principal | str) -> list[Grant]:
+        """A run's standing grants, for an operator (``GrantUseCases.grants_of``)."""
+        return await self._grants.grants_of(run_id, by=by)
+
+    async def revoke_grant(self, grant_id: str, *, by: Principal | str) -> Grant:
+        """Revoke a standing grant, as an operator (``GrantUseCases.revoke_grant``)."""
+        return await self._grants.revoke_grant(grant_id, by=by)
 
     async def console_principal(self, text: str, *, deciding: bool = False) -> str:
         """The principal the console's ``--as TEXT`` names
