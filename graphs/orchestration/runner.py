@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from approvals.errors import InvalidRunInput, ThreadBusy
+from approvals.errors import InvalidRunId, InvalidRunInput, ThreadBusy
 from approvals.json_values import check_inputs
 from approvals.model import JobStatus, RunStatus
 from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs
@@ -49,15 +49,22 @@ class Runner:
         principal: str,
         thread_id: str | None = None,
         observe: Publish | None = None,
+        run_id: str | None = None,
     ) -> RunOutcome:
         """Start a run of ``graph_name`` as ``principal``; returns when it finishes or pauses.
-        ``observe`` is given each node update as it happens (``approvals runs start --stream``)."""
+        ``observe`` is given each node update as it happens (``approvals runs start --stream``).
+        ``run_id``: the new run's id, chosen by a caller that follows the run before its row
+        is written; a canonical UUID (``InvalidRunId`` otherwise) that no run has. By
+        default the runner makes one."""
         # Before anything is written (the run row, a checkpoint): InvalidValue names the field.
         host = await self._registry.load(graph_name)
         check_inputs(input=input, thread_id=thread_id, principal=principal)
         if thread_id is not None and not (0 < len(thread_id) <= 200):
             raise InvalidRunInput("thread id must be 1 to 200 characters")
-        run_id = str(uuid.uuid4())
+        if run_id is None:
+            run_id = str(uuid.uuid4())
+        elif not _is_uuid(run_id):
+            raise InvalidRunId(run_id)
         given_thread = thread_id is not None
         thread_id = thread_id or run_id
         start = RunStart(
@@ -127,3 +134,11 @@ class Runner:
             transient=self._transient,
             events=self._events,
         )
+
+
+def _is_uuid(value: str) -> bool:
+    """Whether ``value`` is a UUID in canonical form (the form of the ids the runner makes)."""
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False

@@ -7,6 +7,7 @@ Every change goes through a use-case method."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
@@ -316,9 +317,15 @@ class Engine:
         self, graph: str, input: Any, *, principal: Principal, thread_id: str
     ) -> Run:
         """Start a run without waiting for its step (``RunUseCases.start_in_background``)."""
-        return await self._runs.start_in_background(
-            graph, input, principal=principal, thread_id=thread_id
-        )
+        run_id = str(uuid.uuid4())
+        # Before the start: the event its row's insert publishes must not be missed.
+        sub = await self._hubs.runs.subscribe(run_id)
+        try:
+            return await self._runs.start_in_background(
+                graph, input, principal=principal, thread_id=thread_id, run_id=run_id, sub=sub
+            )
+        finally:
+            sub.close()
 
     async def thread_state(
         self, run: Run, principal: Principal, *, values: bool = True

@@ -63,8 +63,10 @@ class RunUseCases:
         principal: Principal | str,
         thread_id: str | None = None,
         observe: Publish | None = None,
+        run_id: str | None = None,
     ) -> RunOutcome:
         """Start a run of ``graph`` and return when it finishes or pauses for a human.
+        ``run_id``: the new run's id, a UUID the caller chose (``Runner.start``).
 
         A signed-in ``principal`` may add to a thread only if it started the thread's runs or
         is an operator (a thread is a conversation: adding to it reads its history through the
@@ -87,7 +89,12 @@ class RunUseCases:
         started_by = principal.id if isinstance(principal, Principal) else principal
         async with self._lock_holders:
             return await self._agents.graphs.runner.start(
-                graph, input, principal=started_by, thread_id=thread_id, observe=observe
+                graph,
+                input,
+                principal=started_by,
+                thread_id=thread_id,
+                observe=observe,
+                run_id=run_id,
             )
 
     async def cancel_run(
@@ -214,27 +221,42 @@ class RunUseCases:
         return found
 
     async def start_in_background(
-        self, graph: str, input: Any, *, principal: Principal, thread_id: str
+        self,
+        graph: str,
+        input: Any,
+        *,
+        principal: Principal,
+        thread_id: str,
+        run_id: str,
+        sub: Subscription,
     ) -> Run:
         """Start a run of ``graph`` on ``thread_id`` as ``start_run`` does, without waiting for
         its step: its row, once recorded. What the start raises before that is raised here;
-        what its step raises after is logged (the run's row records how it ended)."""
-        before = await self._adapters.runs.latest_on_thread(thread_id)
+        what its step raises after is logged (the run's row records how it ended).
+
+        ``run_id``: the new run's id (a fresh UUID); ``sub``: a subscription to its events,
+        taken before the start. Writing the run's row publishes its first event (the runs
+        table's status trigger), which wakes ``sub``: the row is read then."""
         task = asyncio.create_task(
-            self.start_run(graph, input, principal=principal, thread_id=thread_id)
+            self.start_run(graph, input, principal=principal, thread_id=thread_id, run_id=run_id)
         )
         self._background.add(task)
         task.add_done_callback(self._background_ended)
         while True:
-            done, _ = await asyncio.wait({task}, timeout=0.05)
-            if done:
-                found = await self._adapters.runs.get(task.result().run_id)
-                if found is None:  # pragma: no cover - a started run has its row
-                    raise RunNotFound(task.result().run_id)
+            # Until the row's event wakes ``sub`` or the start ends (a minute at most: the
+            # row is read again then, should its notification have been lost).
+            woken = asyncio.create_task(sub.wait(60))
+            try:
+                await asyncio.wait({task, woken}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                woken.cancel()
+            found = await self._adapters.runs.get(run_id)
+            if found is not None:
                 return found
-            latest = await self._adapters.runs.latest_on_thread(thread_id)
-            if latest is not None and (before is None or latest.id != before.id):
-                return latest
+            if task.done():
+                task.result()  # the start's error, raised before its row was written
+                raise RunNotFound(run_id)  # pragma: no cover - a started run has its row
+            # Woken without the row: the hub lost its connection, and wakes every stream.
 
     def _background_ended(self, task: asyncio.Task[RunOutcome]) -> None:
         self._background.discard(task)
