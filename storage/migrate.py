@@ -41,9 +41,21 @@ def extension_schemas() -> list[str]:
     ]
 
 
+def migrations_dir() -> Path:
+    """Where the migrations are: ``storage/migrations`` in an installed wheel (``setup.py``
+    copies them there at build time), ``alembic/`` beside the package in a checkout."""
+    packaged = resources.files("storage").joinpath("migrations")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return ROOT / "alembic"
+
+
 def alembic_config(url: str) -> Config:
-    config = Config(str(ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(ROOT / "alembic"))
+    """Alembic's configuration for ``url``, built here rather than read from ``alembic.ini``
+    (which only the checkout has): the engine logs through its own handlers."""
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.set_main_option("path_separator", "os")
     config.attributes["url"] = sqlalchemy_url(url)
     return config
 

@@ -48,7 +48,7 @@ DEFAULT_GRAPHS: dict[str, str] = {
     "email": "graphs.examples.email:build",
 }
 if importlib.util.find_spec("agents") is not None:
-    # The OpenAI Agents SDK example, where the SDK is installed (the approvals[openai] extra).
+    # The OpenAI Agents SDK example, where the SDK is installed (the [openai] extra).
     DEFAULT_GRAPHS["refund_openai"] = "graphs.examples.openai_refund:build"
 
 GraphFactory = Callable[

@@ -165,7 +165,7 @@ def demo_command(
         str,
         typer.Option(
             help="The registered agent to run: refund (LangGraph) or refund_openai (OpenAI "
-            "Agents SDK, with the approvals[openai] extra)."
+            "Agents SDK, with the approvals-engine[openai] extra)."
         ),
     ] = "refund",
 ) -> None:

@@ -2,7 +2,7 @@
 SDK's ``needs_approval``, its ``RunState`` kept server-side, resumed through the same queue,
 thread lock and decision records as LangGraph runs (see docs/openai-agents.md).
 
-The host's classes import the SDK (the ``approvals[openai]`` extra) when first named; the
+The host's classes import the SDK (the ``approvals-engine[openai]`` extra) when first named; the
 state store's port (``OPENAI_STATES``, ``openai_extras``) does not, so the engine gives every
 host the store without importing the SDK (about 1.4 s) where no SDK agent runs.
 """
