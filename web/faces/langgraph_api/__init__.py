@@ -88,18 +88,23 @@ async def get_assistant(assistant_id: str, principal: AdmittedKey, engine: Engin
 @router.post("/threads")
 async def create_thread(body: ThreadCreate, principal: AdmittedKey, engine: EngineDep) -> Any:
     """A new thread id (a thread is kept by its runs: metadata is not stored). An id already
-    in use is 409 (``if_exists="do_nothing"``: the thread, if yours to see)."""
+    in use is 409, one answer whoever asks (``if_exists="do_nothing"``: the thread, when the
+    caller may see it). A thread the caller may not see is taken all the same: the answer
+    says so and nothing else, neither its owner nor its state, nor whether it is one the
+    caller could see (thread ids are one namespace; its contents are what is hidden)."""
     if body.thread_id is None:
         return thread(str(uuid.uuid4()), None)
     try:
         run = await engine.visible_thread(body.thread_id, principal)
     except RunNotFound as exc:
-        if body.if_exists == "do_nothing":
-            raise _not_found("thread") from exc
-        raise ApiError(409, "conflict", "a thread with this id exists") from exc
+        raise _taken() from exc
     if run is not None and body.if_exists == "raise":
-        raise ApiError(409, "conflict", "a thread with this id exists")
+        raise _taken()
     return thread(body.thread_id, run)
+
+
+def _taken() -> ApiError:
+    return ApiError(409, "conflict", "a thread with this id exists")
 
 
 @router.get("/threads/{thread_id}")
