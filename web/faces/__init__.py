@@ -29,5 +29,6 @@ FACES = (
     "web.faces.monitoring",
     "web.faces.pages.audit",
     "web.faces.pages.run_timeline",
+    "web.faces.email_links",
     "web.faces.api_docs",
 )
