@@ -2,10 +2,10 @@
 
 This module assembles the commands; each group lives in its own module (``runs``, ``pending``,
 ``tools``, ``db``, ``serve``, ``accounts``, ``audit``, ``notifications``, ``retention``,
-``outcomes``, ``policy``) and takes what every command shares (exit codes, output, opening the
-engine) from ``web.cli.command``. Exit codes: 0 success, 1 failure (database unreachable, run
-failed), 2 invalid input, 3 conflict (request no longer pending, thread still waiting, run
-already ended), 4 not found.
+``outcomes``, ``policy``, ``grants``) and takes what every command shares (exit codes,
+output, opening the engine) from ``web.cli.command``. Exit codes: 0 success, 1 failure
+(database unreachable, run failed), 2 invalid input, 3 conflict (request no longer pending,
+thread still waiting, run already ended), 4 not found.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from web.cli.accounts import sessions_app, tokens_app, users_app
 from web.cli.audit import audit_app
 from web.cli.command import EXIT_INVALID
 from web.cli.db import db_app
+from web.cli.grants import grants_app
 from web.cli.notifications import notifications_app
 from web.cli.outcomes import outcomes_app
 from web.cli.pending import decide_command, pending_app
@@ -41,6 +42,7 @@ app.command("demo")(demo_command)
 app.add_typer(db_app, name="db")
 app.add_typer(runs_app, name="runs")
 app.add_typer(pending_app, name="pending")
+app.add_typer(grants_app, name="grants")
 app.add_typer(tools_app, name="tools")
 app.add_typer(policy_app, name="policy")
 app.add_typer(users_app, name="users")

@@ -128,6 +128,15 @@ def decide_command(
             "--message", help="With respond: the answer the model gets as the tool's result."
         ),
     ] = None,
+    always: Annotated[
+        bool,
+        typer.Option(
+            "--always",
+            help="Approve (as shown) or reject the rest of the run's calls of this tool that"
+            " its rule escalates, within its bounds: a standing grant, where the rule's"
+            " allow_always offers it (approvals grants revoke takes it back).",
+        ),
+    ] = False,
 ) -> None:
     """Approve, reject or respond to a pending call (respond: the tool does not run; --message
     is its result). Exit 3: no longer pending; 4: no such request.
@@ -149,6 +158,7 @@ def decide_command(
             reason=reason,
             args=edited,
             message=message,
+            always=always,
         )
         return decision.to_json()
 

@@ -32,6 +32,7 @@ from web.faces.api_models import (
     CancelOut,
     DecisionIn,
     DecisionOut,
+    GrantOut,
     PendingCallView,
     PendingCounts,
     PendingListing,
@@ -175,6 +176,7 @@ async def decide(
             reason=body.reason,
             args=body.args,
             message=body.message,
+            always=body.always,
         )
     except (InvalidRequestId, RequestNotFound) as exc:
         # Hidden, unknown and malformed ids get the same answer.
@@ -303,3 +305,26 @@ async def retry_run(
     except (InvalidRunId, RunNotFound) as exc:
         raise ApiError(404, "not_found", "no such run") from exc
     return RetryOut.model_validate(retried.to_json())
+
+
+@router.get(
+    "/runs/{run_id}/grants",
+    response_model=list[GrantOut],
+    summary="A run's standing grants, live and revoked (an operator)",
+)
+async def list_grants(run_id: str, principal: Admitted, engine: EngineDep) -> list[GrantOut]:
+    try:
+        grants = await engine.grants_of(run_id, by=principal)
+    except (InvalidRunId, RunNotFound) as exc:
+        raise ApiError(404, "not_found", "no such run") from exc
+    return [GrantOut.model_validate(grant.to_json()) for grant in grants]
+
+
+@router.post(
+    "/grants/{grant_id}/revoke",
+    response_model=GrantOut,
+    summary="Revoke a standing grant: the calls it covered ask again (an operator)",
+)
+async def revoke_grant(grant_id: str, principal: Admitted, engine: EngineDep) -> GrantOut:
+    grant = await engine.revoke_grant(grant_id, by=principal)
+    return GrantOut.model_validate(grant.to_json())

@@ -13,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError, to_json
 
 from approvals.errors import InvalidValue
+from approvals.grants import SHOWN_KEY, Offer
 from approvals.json_values import check_json
 from approvals.listing import (
     DEFAULT_PAGE,
@@ -68,6 +69,9 @@ class PendingCallView(BaseModel):
     allow_edit: bool
     #: The decisions this request offers (approve, edit, reject, respond).
     allowed_decisions: list[str]
+    #: What deciding it ``always`` would cover (``approvals.grants``: the rule and its bounds);
+    #: null where its rule does not allow it.
+    allow_always: dict[str, Any] | None
     quorum: int
     may_decide: bool
 
@@ -83,6 +87,10 @@ class DecisionIn(BaseModel):
     args: Annotated[dict[str, Any] | None, storable("args")] = None
     #: With respond only: the answer the model receives as the tool's result.
     message: Answer | None = None
+    #: An approval as shown, or a rejection, that also decides the rest of the run's calls of
+    #: this tool that its rule escalates within its bounds (a standing grant); only where the
+    #: request offers it (``allow_always``).
+    always: bool = False
 
 
 class DecisionOut(BaseModel):
@@ -98,6 +106,24 @@ class DecisionOut(BaseModel):
     args: dict[str, Any] | None
     args_identity: str | None
     decided_at: datetime
+
+
+class GrantOut(BaseModel):
+    """A standing grant (``approvals.grants.Grant``): an approver's "always" for one tool in
+    one run, live until an operator revokes it."""
+
+    id: str
+    run_id: str
+    tool: str
+    rule: str
+    decision: Literal["approve", "reject"]
+    within: dict[str, Any]
+    request_id: str
+    granted_by: str
+    granted_at: datetime
+    uses: int
+    revoked_at: datetime | None
+    revoked_by: str | None
 
 
 class CancelIn(BaseModel):
@@ -287,6 +313,7 @@ def pending_fields(request: PendingCall, may_decide: bool) -> dict[str, Any]:
         "approvers": list(request.approvers),
         "allow_edit": request.allow_edit,
         "allowed_decisions": list(request.offered_decisions),
+        "allow_always": shown.get(SHOWN_KEY) if Offer.of(shown) and request.quorum == 1 else None,
         "quorum": request.quorum,
         "may_decide": may_decide,
     }

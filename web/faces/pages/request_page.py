@@ -36,10 +36,11 @@ async def approve(
     session: SignedIn,
     engine: EngineDep,
     csrf: Annotated[str, Form()] = "",
+    always: Annotated[str, Form()] = "",
 ) -> Response:
     check_form(request, session, csrf)
     found = await visible_request(engine, session.principal, request_id)
-    return await decide(request, session, found, Ruling.APPROVE)
+    return await decide(request, session, found, Ruling.APPROVE, always=bool(always))
 
 
 @router.post("/requests/{request_id}/reject")
@@ -50,6 +51,7 @@ async def reject(
     engine: EngineDep,
     csrf: Annotated[str, Form()] = "",
     reason: Annotated[str, Form(max_length=2000)] = "",
+    always: Annotated[str, Form()] = "",
 ) -> Response:
     check_form(request, session, csrf)
     found = await visible_request(engine, session.principal, request_id)
@@ -61,7 +63,9 @@ async def reject(
     )
     if error is not None:
         return await show(request, session, found.id, 422, reject_error=error)
-    return await decide(request, session, found, Ruling.REJECT, reason=reason.strip() or None)
+    return await decide(
+        request, session, found, Ruling.REJECT, reason=reason.strip() or None, always=bool(always)
+    )
 
 
 @router.post("/requests/{request_id}/respond")
@@ -152,9 +156,17 @@ async def decide(
     reason: str | None = None,
     args: dict[str, Any] | None = None,
     message: str | None = None,
+    always: bool = False,
 ) -> Response:
-    """``session``'s principal decides ``found``; then back to the request's page."""
+    """``session``'s principal decides ``found``; then back to the request's page. ``always``:
+    the "always" button of the approve or reject form (a standing grant, ``approvals.grants``)."""
     await engine_of(request).decide(
-        found.id, verdict, principal=session.principal, reason=reason, args=args, message=message
+        found.id,
+        verdict,
+        principal=session.principal,
+        reason=reason,
+        args=args,
+        message=message,
+        always=always,
     )
     return RedirectResponse(f"/requests/{found.id}", status_code=303)
