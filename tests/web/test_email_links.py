@@ -12,6 +12,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,16 +21,18 @@ from itsdangerous.encoding import base64_decode, base64_encode
 
 from approvals.decision_kinds import DecisionKind
 from approvals.model import RequestStatus
+from tests.integration.governed_graphs import GRAPHS
 from tests.integration.helpers import scalar, start_refund, verified
 from tests.integration.receivers import MailRecorder, smtp_receiver
 from web.channels.smtp import LinkDesk
-from web.engine import Engine
+from web.engine import Engine, open_engine
 from web.notifier import Notifier
 from web.serving import bind, serving, url_of
 from web.settings import Settings
 
 PASSWORD = "a-long-enough-password"
 ADDRESSES = {
+    "alice": "alice@example.com",
     "bob": "bob@example.com",
     "carol": "carol@example.com",
     "dave": "dave@example.com",
@@ -82,6 +85,8 @@ async def served(engine: Engine, settings: Settings, **more: Any) -> AsyncIterat
 
 
 async def accounts(engine: Engine) -> None:
+    # alice starts the refunds (waiting_refund): she is in support, but never decides her own.
+    await engine.accounts.add_user("alice", PASSWORD, ["support"])
     await engine.accounts.add_user("bob", PASSWORD, ["support"])
     await engine.accounts.add_user("carol", PASSWORD, ["support"])
     await engine.accounts.add_user("dave", PASSWORD, ["finance"])
@@ -90,7 +95,7 @@ async def accounts(engine: Engine) -> None:
 
 async def waiting_refund(engine: Engine, app: Served) -> str:
     """A refund waiting for support, announced (the mail is sent)."""
-    request_id: str = (await start_refund(engine)).pending[0]
+    request_id: str = (await start_refund(engine, principal="local:alice")).pending[0]
     assert await app.notifier.run_once() == 1
     return request_id
 
@@ -143,7 +148,8 @@ async def test_each_account_that_may_decide_gets_its_own_links_and_no_one_else_d
         request_id = await waiting_refund(engine, app)
 
     recipients = sorted(r for m in app.mail.mail for r in m.recipients)
-    # dave is not in support, erin is disabled; the group's address gets no links.
+    # alice started the run, dave is not in support, erin is disabled; the group's address
+    # gets no links.
     assert recipients == ["bob@example.com", "carol@example.com", "support-leads@example.com"]
     (shared,) = [m for m in app.mail.mail if m.recipients == ["support-leads@example.com"]]
     assert "/email-links/" not in shared.message.get_content()
@@ -322,3 +328,45 @@ async def test_the_confirmation_page_has_no_script_and_nothing_that_submits_by_i
     assert 'method="post"' in page
     # The app's Content-Security-Policy would stop an injected inline script in any case.
     assert "script-src 'self'" in answer.headers["content-security-policy"]
+
+
+@pytest.fixture
+async def governed(database_url: str, settings: Settings, tmp_path: Path) -> AsyncIterator[Engine]:
+    """An engine with the test graphs, among them ``quorum`` (two support approvals)."""
+    configured = settings.model_copy(update={"graphs": GRAPHS})
+    async with open_engine(database_url, configured) as engine:
+        yield engine
+
+
+async def test_a_link_approval_is_one_vote_of_a_quorum_and_counts_once(
+    governed: Engine, settings: Settings
+) -> None:
+    engine = governed
+    await accounts(engine)
+    async with served(engine, settings) as app:
+        out = await engine.runner.start(
+            "quorum", {"message": "refund 1001"}, principal="local:shop"
+        )
+        request_id = out.pending[0]
+        assert await app.notifier.run_once() == 1
+        bob, carol = app.links_of("bob@example.com"), app.links_of("carol@example.com")
+        async with httpx.AsyncClient(base_url=app.url) as browser:
+            page = (await browser.get(bob["approve"])).text
+            voted = await press(browser, bob["approve"], page)
+            assert voted.status_code == 200, voted.text
+            assert "1 of the 2" in voted.text
+            assert await status_of(engine, request_id) is RequestStatus.PENDING
+            again = await press(browser, bob["approve"], page)
+            assert again.status_code == 409
+            # bob's other link is spent with the first: one person, one decision.
+            assert (await browser.get(bob["reject"])).status_code == 409
+        async with httpx.AsyncClient(base_url=app.url) as browser:
+            page = (await browser.get(carol["approve"])).text
+            assert (await press(browser, carol["approve"], page)).status_code == 200
+    assert await status_of(engine, request_id) is RequestStatus.APPROVED
+    assert await engine.requests.votes(request_id) == ["local:bob", "local:carol"]
+    assert await audited(engine, request_id) == [
+        ("email_link.used", None, "local:bob"),
+        ("email_link.refused", "reused", "local:bob"),
+        ("email_link.used", None, "local:carol"),
+    ]

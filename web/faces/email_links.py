@@ -35,7 +35,7 @@ from approvals.errors import (
     RequestNotFound,
     RequestNotPending,
 )
-from approvals.model import PendingCall, RequestStatus
+from approvals.model import DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.principals import Principal
 from web.channels.smtp import LINK_PATH, LinkClaim, LinkDesk
 from web.deps import EngineDep, settings_of
@@ -200,8 +200,9 @@ async def confirm(
     why = "expired" if claim.expired() else None
     if why is None and principal is None:
         why = "account disabled"
+    outcome: DecisionRecord | Vote | None = None
     if why is None and principal is not None:
-        why = await _decide(engine, claim, principal, reason.strip() or None)
+        outcome, why = await _decide(engine, claim, principal, reason.strip() or None)
     await desk.audit.record(
         claim.request_id,
         principal=principal.id if principal is not None else f"local:{claim.account}",
@@ -210,25 +211,33 @@ async def confirm(
     )
     if why is not None:
         return _refused(request, why, claim)
-    title = {"approve": "Approved", "reject": "Rejected"}.get(claim.kind.value, "Decided")
-    message = f"Decided as {claim.account}. The link is now used up."
+    if isinstance(outcome, Vote):
+        title = "Approval counted"
+        message = (
+            f"Counted as {claim.account}'s approval: {outcome.approvals} of the"
+            f" {outcome.quorum} needed; it waits for other approvers. The link is now used up."
+        )
+    else:
+        title = {"approve": "Approved", "reject": "Rejected"}.get(claim.kind.value, "Decided")
+        message = f"Decided as {claim.account}. The link is now used up."
     return _page(request, title, 200, claim, message=message)
 
 
 async def _decide(
     engine: Engine, claim: LinkClaim, principal: Principal, reason: str | None
-) -> str | None:
-    """Decide through the engine; ``None`` when it decided (or voted), else why not."""
+) -> tuple[DecisionRecord | Vote | None, str | None]:
+    """Decide through the engine: the decision (or the vote), or why not."""
     try:
-        await engine.decide(
+        outcome = await engine.decide(
             claim.request_id, KIND_RULES[claim.kind].ruling, principal=principal, reason=reason
         )
     except (RequestNotPending, AlreadyVoted) as exc:
         if await _already_used(engine, claim, principal):
-            return "reused"
-        return "expired" if getattr(exc, "status", None) == "expired" else "not pending"
+            return None, "reused"
+        expired = isinstance(exc, RequestNotPending) and exc.status == "expired"
+        return None, "expired" if expired else "not pending"
     except (NotAllowed, RequestNotFound, InvalidRequestId):
-        return "not allowed"
+        return None, "not allowed"
     except (InvalidDecision, InvalidValue) as exc:
-        return f"refused: {exc}"[:300]
-    return None
+        return None, f"refused: {exc}"[:300]
+    return outcome, None
