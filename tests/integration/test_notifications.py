@@ -493,7 +493,8 @@ def test_notification_settings_come_from_the_environment(
     monkeypatch.setenv("APPROVALS_NOTIFY_SLACK_WEBHOOK", "https://hooks.slack.example/T/B/x")
     loaded = Settings()
     secret = loaded.notify_webhooks[0].secret
-    assert secret is not None and secret.get_secret_value() == SECRET
+    assert secret is not None
+    assert secret.get_secret_value() == SECRET
     assert loaded.notify_smtp_to == ["a@example.com", "b@example.com"]
     assert "x" not in repr(loaded.notify_slack_webhook)
     monkeypatch.setenv("APPROVALS_NOTIFY_WEBHOOKS", '[{"url": "ftp://x", "secret": "short"}]')
