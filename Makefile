@@ -6,6 +6,7 @@
 #   make demo   run the demo;  make bench   run the benchmarks;  make soak   kill processes, count
 #   make compat the peers' own suites (HumanInTheLoopMiddleware's, ToolNode's) on our classes
 #   make fmt    auto-format
+#   make js-sdk the JS LangGraph SDK (and node, if need be) the JS test drives; make test runs it
 #   make schema rewrite storage/sql/schema.sql from a freshly migrated database (after a migration)
 
 PY ?= python3
