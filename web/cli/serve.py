@@ -98,6 +98,8 @@ def worker_command(
 
 async def _work_with_probe(engine: Engine, stop: asyncio.Event, host: str, port: int) -> int:
     """``engine.work(stop)`` with the health probe (``web.worker_probe``) served beside it."""
+    # Imported here, not at the top: uvicorn and FastAPI (over a second, see serve) only for
+    # a worker that serves its probe.
     from web.serving import bind, url_of
     from web.worker_probe import WorkerState, probe_serving
 
