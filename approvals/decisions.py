@@ -29,6 +29,7 @@ from approvals.model import NO_REASON, DecisionRecord, PendingCall, Vote
 from approvals.ports import ApprovalRequests, Decisions, RequestCheck
 from approvals.redaction import check_edit, visible_errors
 from approvals.states import RequestStatus
+from approvals.tracing import run_span
 
 MAX_REASON_LENGTH = 2000
 
@@ -290,18 +291,28 @@ async def decide(
     standing = _standing_offer(canonical, request, kind, grants) if always else None
     _still_pending(canonical, request)
     rules = KIND_RULES[kind]
-    decided = await decisions.decide(
-        canonical,
-        kind=kind,
-        principal=principal.strip(),
-        # An answer is the tool's result; it is kept as the decision's reason (and so in the
-        # audit event), consumed once like any decision.
-        reason=message if rules.takes_message else reason,
-        args=args if rules.takes_args else None,
-        args_identity=args_identity if rules.takes_args else None,
-        check=check,
+    with run_span(
+        "approvals.decide",
+        request.run_id,
+        request_id=canonical,
+        decision=kind,
+        approver=principal.strip(),
         override_by=override_by,
-    )
+        tool=request.tool,
+        call_id=request.call_id,
+    ):
+        decided = await decisions.decide(
+            canonical,
+            kind=kind,
+            principal=principal.strip(),
+            # An answer is the tool's result; it is kept as the decision's reason (and so in
+            # the audit event), consumed once like any decision.
+            reason=message if rules.takes_message else reason,
+            args=args if rules.takes_args else None,
+            args_identity=args_identity if rules.takes_args else None,
+            check=check,
+            override_by=override_by,
+        )
     if standing is not None and isinstance(decided, DecisionRecord):
         # After the decision's own statement: should this fail, the decision stands for its
         # call alone and the error is raised (later calls ask again: the safe side).

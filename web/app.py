@@ -25,6 +25,7 @@ from web.engine import Engine, open_engine, upgrade
 from web.exception_handlers import HANDLERS
 from web.faces import FACES
 from web.faces.pages import sign_in
+from web.instrumentation import instrument
 from web.security import BodyLimit, LoginThrottle, SecurityHeaders, Sessions, secret_key
 from web.settings import Settings
 
@@ -76,6 +77,7 @@ def create_app(
     # Outermost first: headers on every response, then the body limit.
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders)
+    instrument(app)
     return app
 
 

@@ -49,6 +49,7 @@ from approvals.model import (
 )
 from approvals.ports import ApprovalRequests, NewRequest
 from approvals.redaction import redact_shown, redacted_paths, restore, withheld
+from approvals.tracing import annotate, run_span
 from graphs.hooks import hitl
 
 
@@ -312,7 +313,14 @@ class StoredDecisionResolver:
             if self._earlier is not None:
                 values += await self._earlier(new)
             new = dataclasses.replace(new, shown=mask_shown(new.shown, Withheld(values)))
-            self.request, self.decision = await self._requests.open(new)
+            with run_span(
+                "approvals.request", new.run_id, tool=new.tool, call_id=new.call_id
+            ) as span:
+                self.request, self.decision = await self._requests.open(new)
+                annotate(span, request_id=self.request.id, status=self.request.status)
+                if span is not None and self.decision is None:
+                    # Nobody decided it yet: the call waits for a human here.
+                    span.update_name("approvals.pause")
         status = self.request.status
         if status is RequestStatus.EXPIRED:
             return ApprovalResolution(

@@ -33,6 +33,7 @@ from agent_hooks import (
 from langchain_core.runnables import RunnableConfig
 
 from approvals.errors import DatabaseUnavailable
+from approvals.tracing import annotate, run_span
 from graphs.hooks.approval import SLOT_RESOLVER, ApprovalSlot, asking
 from graphs.hooks.emitter import JsonContext, emitter_class
 
@@ -138,10 +139,29 @@ class Session:
     async def emit(self, ctx: dict[str, Any], slot: ApprovalSlot | None = None) -> EmitOutcome:
         """Emit ``ctx``; raises ``InterceptionBlocked`` on a deny. A liftable deny whose slot
         waits for a human suspends the run instead (this call does not return)."""
-        with asking(slot):
+        point = ctx.get("interception_point")
+        found = ctx.get("tool_call")
+        call: dict[str, Any] = found if isinstance(found, dict) else {}
+        with (
+            asking(slot),
+            run_span(
+                "approvals.intercept",
+                self.run_id,
+                point=point,
+                graph=self.graph,
+                tool=call.get("name"),
+                call_id=call.get("id"),
+            ) as span,
+        ):
             try:
-                return await self.emitter.emit(ctx)
+                outcome = await self.emitter.emit(ctx)
+                verdict = outcome.record.verdict
+                annotate(span, verdict=verdict.decision, reason=verdict.reason)
+                return outcome
             except InterceptionBlocked as blocked:
+                verdict = blocked.result.verdict
+                # The reason is a code; the message may quote the arguments: never sent.
+                annotate(span, verdict=verdict.decision, reason=verdict.reason)
                 if slot is None:
                     raise
                 if slot.failed:

@@ -19,6 +19,7 @@ from approvals.errors import InvalidRunId, InvalidRunInput, ThreadBusy
 from approvals.json_values import check_inputs
 from approvals.model import JobStatus, RunStatus
 from approvals.ports import ClaimedJob, NewRun, ResumeChecks, Runs
+from approvals.tracing import annotate, run_span
 from graphs.hosts.base import AgentHost, HostServices, JobEnd, RunStart
 from graphs.hosts.registry import GraphRegistry
 from graphs.run.outcome import RunOutcome, complete_job
@@ -70,6 +71,22 @@ class Runner:
         start = RunStart(
             run_id=run_id, thread_id=thread_id, principal=principal, input=input, observe=observe
         )
+        with run_span(
+            "approvals.run.start",
+            run_id,
+            thread_id=thread_id,
+            graph=graph_name,
+            principal=principal,
+        ) as span:
+            outcome = await self._first_step(host, start, given_thread, graph_name)
+            annotate(span, status=outcome.status.value)
+        return outcome
+
+    async def _first_step(
+        self, host: AgentHost, start: RunStart, given_thread: bool, graph_name: str
+    ) -> RunOutcome:
+        """The run's row begun and its first step run under the thread's lock."""
+        run_id, thread_id, principal = start.run_id, start.thread_id, start.principal
         first = await host.start(start, self._services())
         new = NewRun(
             run_id=run_id,
@@ -99,7 +116,11 @@ class Runner:
             await claimed.complete(JobStatus.SKIPPED, "run cancelled")
             return None
         host = await self._registry.load(job.graph)
-        resumed = await host.resume(job, check, self._services())
+        with run_span(
+            "approvals.resume", job.run_id, graph=job.graph, request_id=job.request_id
+        ) as span:
+            resumed = await host.resume(job, check, self._services())
+            annotate(span, status=resumed.status.value)
         if isinstance(resumed, JobEnd):
             await claimed.complete(resumed.status, resumed.error, resumed.settlement)
             return None

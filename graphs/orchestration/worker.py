@@ -16,6 +16,7 @@ import time
 from approvals.errors import ApprovalsError, DatabaseUnavailable, GraphLoadError, GraphNotFound
 from approvals.model import JobStatus, SweepResult
 from approvals.ports import Expiry, ResumeQueue
+from approvals.tracing import run_span
 from graphs.orchestration.runner import Runner
 
 log = logging.getLogger("approvals.worker")
@@ -71,7 +72,14 @@ class Worker:
                 extra={"run_id": job.run_id, "request_id": job.request_id, "job_id": job.id},
             )
             try:
-                await self._runner.resume(claimed)
+                with run_span(
+                    "approvals.claim",
+                    job.run_id,
+                    job_id=job.id,
+                    request_id=job.request_id,
+                    thread_id=job.thread_id,
+                ):
+                    await self._runner.resume(claimed)
             except NOT_HERE as exc:
                 # Left queued (the claim rolls back), and set aside: as the oldest job, it
                 # was claimed again on every pass and the runs behind it waited.

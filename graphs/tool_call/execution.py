@@ -20,6 +20,7 @@ from approvals.masking import Withheld, mask_shown
 from approvals.model import DecisionKind, ExecutionStatus, RequestStatus, ToolExecution
 from approvals.ports import NewRequest
 from approvals.redaction import SHOWN_KEY, redact, withheld
+from approvals.tracing import annotate, run_span
 from graphs.hooks.approval import pause
 from graphs.hooks.withheld import earlier_withheld, redacted_calls
 from graphs.tool_call.call import first_failure
@@ -174,7 +175,10 @@ class LedgerExecution:
             )
         if not owned:
             return await self._answer_from_ledger(tool, row, args_json, call, where)
-        return await self._run(tool, parsed, args_json, call)
+        with run_span("approvals.tool", run_id, tool=tool.name, call_id=call_id) as span:
+            answer = await self._run(tool, parsed, args_json, call)
+            annotate(span, status=answer.status)
+        return answer
 
     async def _answer_from_ledger(
         self,

@@ -95,6 +95,7 @@ class LangGraphHost:
             # LangGraph checkpoints neither: the run's row kept them.
             context=check.run_input.get("context"),
             configurable=check.run_input.get("configurable"),
+            request_id=job.request_id,
         )
         with decided_beforehand(check.decided):
             return await invoke(graph, payload, keys, holder, services)

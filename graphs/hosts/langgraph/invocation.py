@@ -49,7 +49,9 @@ async def invoke(
             "thread_id": thread_id,
             **holder.config(),
             **engine,
-        }
+        },
+        # On every LangChain run of the step (LangSmith and other LangChain tracers show it).
+        "metadata": tracing_metadata(keys),
     }
     observe = keys.observe
     # The step's node updates are written by its settlement (graphs.run.step_events).
@@ -145,6 +147,20 @@ class RunKeys:
     configurable: dict[str, Any] | None = None
     #: Given each node update as it happens, besides the run's event sink.
     observe: Publish | None = None
+    #: The decided request a resume serves (none for a start).
+    request_id: str | None = None
+
+
+def tracing_metadata(keys: RunKeys) -> dict[str, str]:
+    """What LangChain's tracers (LangSmith) are told of the step: the engine's run, thread,
+    graph, and the request a resume serves."""
+    found = {
+        "approvals_run_id": keys.run_id,
+        "approvals_thread_id": keys.thread_id,
+        "approvals_graph": keys.graph,
+        "approvals_request_id": keys.request_id,
+    }
+    return {k: v for k, v in found.items() if v is not None}
 
 
 async def _ignore(node: str, data: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from approvals.decisions import schema_errors
 from approvals.identity import call_identity, idempotency_key
 from approvals.model import DecisionRecord, ExecutionStatus, PendingCall
 from approvals.ports import NewRequest
+from approvals.tracing import run_span
 from graphs.hooks.approval import EDITED_BY_APPROVER, ApprovalSlot, human_answer
 from graphs.hooks.governance import Session
 from graphs.tool_call.deps import GraphDeps
@@ -284,7 +285,8 @@ class HostRun:
             )
         )
         try:
-            result = await run()
+            with run_span("approvals.tool", self.run_id, tool=tool.name, call_id=call_id):
+                result = await run()
         except Exception as exc:  # the tool's own failure is reported to the model
             message = storable_text(f"{type(exc).__name__}: {exc}"[:500])
             await ledger.finish(
