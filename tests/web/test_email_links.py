@@ -71,7 +71,11 @@ async def served(engine: Engine, settings: Settings, **more: Any) -> AsyncIterat
                 **more,
             }
         )
-        # What build_adapters does with the database it opened.
+        # The composition root's notifier for these settings (build_adapters gives it the
+        # database, where the links check accounts and requests).
+        async with open_engine(engine.adapters.url, configured) as built:
+            notifier = built.notifier
+            assert notifier.email_links is not None
         notifier = Notifier.from_settings(
             engine.notifications, configured, engine.run_events, db=engine.adapters.db
         )

@@ -85,7 +85,7 @@ def build_adapters(url: str, settings: Settings, db: Database) -> Adapters:
         notifications=notifications,
         sessions=PgSessions(db),
         run_events=run_events,
-        notifier=Notifier.from_settings(notifications, settings, run_events),
+        notifier=Notifier.from_settings(notifications, settings, run_events, db=db),
         sign_ins=PgSignInCounts(
             db,
             attempts=attempts,
