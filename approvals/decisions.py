@@ -238,10 +238,7 @@ async def decide(
 ) -> DecisionRecord | Vote:
     """Decide one pending call as ``principal``.
 
-    ``always`` (an approval as shown, or a rejection, where the request's rule says
-    ``allow_always``) also makes a standing grant in ``grants`` for the rest of the run: later
-    calls of the tool that the rule escalates within its bounds take this decision
-    (``approvals.grants``). Refused (``InvalidDecision``) where the request does not offer it.
+    ``always``: also a standing grant in ``grants``, where offered (``approvals.grants``).
 
     A rejection without a reason is recorded with ``NO_REASON`` (HumanInTheLoopMiddleware's
     reject needs none), unless ``require_reason`` (``APPROVALS_REQUIRE_REJECT_REASON``).
@@ -283,45 +280,92 @@ async def decide(
         require_reason=require_reason,
     )
     request = await _intact_request(requests, canonical, read, principal=principal.strip())
-    kind, args_identity = DecisionKind(ruling.value), None
-    if ruling is Ruling.APPROVE:
-        kind, args, args_identity = await _approval(canonical, request, args, recheck)
-    else:
-        _check_offered(canonical, request, kind)
+    kind, args, args_identity = await _kind_of(canonical, request, ruling, args, recheck)
     standing = _standing_offer(canonical, request, kind, grants) if always else None
     _still_pending(canonical, request)
+    decided = await _consume(
+        decisions,
+        request,
+        kind,
+        principal=principal.strip(),
+        # An answer (the tool's result) is kept as the decision's reason, so audited too.
+        reason=message if KIND_RULES[kind].takes_message else reason,
+        args=args,
+        args_identity=args_identity,
+        check=check,
+        override_by=override_by,
+    )
+    await _grant_always(standing, decided, principal.strip())
+    return decided
+
+
+async def _consume(
+    decisions: Decisions,
+    request: PendingCall,
+    kind: DecisionKind,
+    *,
+    principal: str,
+    reason: str | None,
+    args: dict[str, Any] | None,
+    args_identity: str | None,
+    check: RequestCheck | None,
+    override_by: str | None,
+) -> DecisionRecord | Vote:
+    """Consume ``request`` with a decision of ``kind`` (``Decisions.decide``), in its span."""
     rules = KIND_RULES[kind]
     with run_span(
         "approvals.decide",
         request.run_id,
-        request_id=canonical,
+        request_id=request.id,
         decision=kind,
-        approver=principal.strip(),
+        approver=principal,
         override_by=override_by,
         tool=request.tool,
         call_id=request.call_id,
     ):
-        decided = await decisions.decide(
-            canonical,
+        return await decisions.decide(
+            request.id,
             kind=kind,
-            principal=principal.strip(),
-            # An answer is the tool's result; it is kept as the decision's reason (and so in
-            # the audit event), consumed once like any decision.
-            reason=message if rules.takes_message else reason,
+            principal=principal,
+            reason=reason,
             args=args if rules.takes_args else None,
             args_identity=args_identity if rules.takes_args else None,
             check=check,
             override_by=override_by,
         )
-    if standing is not None and isinstance(decided, DecisionRecord):
-        # After the decision's own statement: should this fail, the decision stands for its
-        # call alone and the error is raised (later calls ask again: the safe side).
-        offer, keeper = standing
-        await keeper.make_grant(
-            request_id=canonical,
-            decision_id=decided.id,
-            ruling=rules.ruling,
-            offer=offer,
-            principal=principal.strip(),
-        )
-    return decided
+
+
+async def _kind_of(
+    request_id: str,
+    request: PendingCall,
+    ruling: Ruling,
+    args: dict[str, Any] | None,
+    recheck: EditRecheck | None,
+) -> tuple[DecisionKind, dict[str, Any] | None, str | None]:
+    """The stored kind of a decision the request offers, with an edit's arguments and their
+    identity (``_approval``); ``InvalidDecision`` for one it does not offer."""
+    if ruling is Ruling.APPROVE:
+        return await _approval(request_id, request, args, recheck)
+    kind = DecisionKind(ruling.value)
+    _check_offered(request_id, request, kind)
+    return kind, args, None
+
+
+async def _grant_always(
+    standing: tuple[Offer, StandingGrants] | None,
+    decided: DecisionRecord | Vote,
+    principal: str,
+) -> None:
+    """The standing grant an "always" decision makes, once the decision is stored. After the
+    decision's own statement: should this fail, the decision stands for its call alone and the
+    error is raised (later calls ask again: the safe side)."""
+    if standing is None or not isinstance(decided, DecisionRecord):
+        return
+    offer, keeper = standing
+    await keeper.make_grant(
+        request_id=decided.request_id,
+        decision_id=decided.id,
+        ruling=KIND_RULES[decided.kind].ruling,
+        offer=offer,
+        principal=principal,
+    )

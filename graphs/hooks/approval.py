@@ -219,6 +219,20 @@ def decided_beforehand(decided: tuple[PendingCall, DecisionRecord] | None) -> It
         _DECIDED.reset(token)
 
 
+def _decided_for(new: NewRequest) -> tuple[PendingCall, DecisionRecord] | None:
+    """The request and decision read beforehand (``decided_beforehand``) when they are this
+    call's: the same run, call id and content identity."""
+    known = _DECIDED.get()
+    if (
+        known is not None
+        and known[0].identity == new.identity
+        and known[0].call_id == new.call_id
+        and known[0].run_id == new.run_id
+    ):
+        return known
+    return None
+
+
 class StoredDecisionResolver:
     """Answers the emitter's approval seam from the decision stored for one call."""
 
@@ -291,18 +305,12 @@ class StoredDecisionResolver:
         full_args = new.shown.get("args") or {}
         redact = (request.verdict.approval or {}).get("redact")
         new = dataclasses.replace(new, shown=redact_shown(new.shown, redact))
-        known = _DECIDED.get()
-        decided_here = (
-            known is not None
-            and known[0].identity == new.identity
-            and known[0].call_id == new.call_id
-            and known[0].run_id == new.run_id
-        )
-        if not decided_here and request.interception_point is InterceptionPoint.PRE_TOOL_CALL:
+        known = _decided_for(new)
+        if known is None and request.interception_point is InterceptionPoint.PRE_TOOL_CALL:
             self.grant = await self._granted(new, full_args)
             if self.grant is not None:
                 return by_grant(self.grant, echo)
-        if known is not None and decided_here:
+        if known is not None:
             # What open() returns for a request that exists with this identity: that request
             # (nothing superseded, nothing created) and its decision, already read.
             self.request, self.decision = known
