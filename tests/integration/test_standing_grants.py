@@ -8,6 +8,7 @@ audited; each call still runs once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -288,3 +289,20 @@ async def test_someone_who_is_no_operator_cannot_list_or_revoke_grants(engine: E
         await engine.grants_of(run.run_id, by=alice)
     [still] = await engine.grants_of(run.run_id, by="ops")
     assert still.live
+
+
+async def test_retention_prunes_a_run_with_its_grants(engine: Engine) -> None:
+    run = await start(engine, "pay:50 pay:60")
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob", always=True)
+    await engine.drain()
+    assert (await status(engine, run.run_id)).status == "completed"
+    async with engine.connection() as conn:
+        await conn.execute(
+            "UPDATE runs SET updated_at = now() - interval '2 days' WHERE id = %s", (run.run_id,)
+        )
+    await engine.prune(timedelta(days=1), principal="cli:ops")
+    assert await engine.runs.get(run.run_id) is None
+    grants = "SELECT count(*) FROM standing_grants WHERE run_id = %s"
+    uses = "SELECT count(*) FROM standing_grant_uses WHERE run_id = %s"
+    assert await scalar(engine, grants, run.run_id) == 0
+    assert await scalar(engine, uses, run.run_id) == 0
