@@ -371,7 +371,9 @@ def _apply_decisions(
         if decision is None or decision.status == "pending":
             continue
         if decision.status in ("approved", "answered"):
-            # Never ``always_approve``: every call is decided on its own.
+            # Never ``always_approve``: a decision made "always" is applied to this call
+            # alone; the engine's standing grant (approvals.grants), which an operator can
+            # revoke, decides the later calls in the gate (graphs.hooks.approval).
             state.approve(item)
         else:
             state.reject(item, rejection_message=_rejection(decision))
