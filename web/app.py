@@ -22,9 +22,11 @@ from fastapi.staticfiles import StaticFiles
 
 from web.deps import gate_size
 from web.engine import Engine, open_engine, upgrade
+from web.engine.warm_up import warm_up
 from web.exception_handlers import HANDLERS
 from web.faces import FACES
 from web.faces.pages import sign_in
+from web.faces.pages.templating import compile_templates
 from web.instrumentation import instrument
 from web.security import BodyLimit, LoginThrottle, SecurityHeaders, Sessions, secret_key
 from web.settings import Settings
@@ -105,6 +107,9 @@ def _lifespan(
                 app.state.engine = await stack.enter_async_context(open_engine(url, settings))
             app.state.rules = app.state.engine.rules
             app.state.sessions.bind(app.state.engine.sessions)
+            # Before the first connection is accepted (and so before /readyz says ready).
+            compile_templates()
+            await warm_up(app.state.engine)
             worker_task: asyncio.Task[None] | None = None
             stop = asyncio.Event()
             if with_worker:

@@ -76,6 +76,10 @@ class GraphRegistry:
     def names(self) -> list[str]:
         return sorted(self._entries)
 
+    def loaded(self) -> list[str]:
+        """The registered graphs built in this process so far."""
+        return sorted(self._hosts)
+
     def host(self, name: str) -> AgentHost:
         """The host of the agent registered as ``name`` (built once per process)."""
         found = self._hosts.get(name)

@@ -37,3 +37,11 @@ def age(created_at: datetime) -> str:
 templates.env.filters["time_left"] = time_left
 templates.env.filters["age"] = age
 templates.env.filters["pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True)
+
+
+def compile_templates() -> int:
+    """Compile every page template now (Jinja compiles each on its first render); how many."""
+    names = templates.env.list_templates(extensions=["html"])
+    for name in names:
+        templates.env.get_template(name)
+    return len(names)
