@@ -125,3 +125,11 @@ def test_a_malformed_offer_in_a_shown_copy_offers_nothing() -> None:
     assert Offer.of({"allow_always": {"rule": "", "within": {}}}) is None
     assert Offer.of({"allow_always": {"rule": "r", "within": {"a": {"max": "x"}}}}) is None
     assert Offer.of({"allow_always": {"rule": "r", "within": {"a": {"top": 1}}}}) is None
+
+
+def test_a_rule_lists_its_allow_always_as_policy_check_shows_it() -> None:
+    policy = parse_policy(REFUND_HEAD + ESCALATE + "    allow_always: true\n", "test.yaml")
+    [rule] = policy.rules
+    assert rule.to_json()["allow_always"] == {"within": {}}
+    plain = parse_policy(REFUND_HEAD + ESCALATE, "test.yaml")
+    assert "allow_always" not in plain.rules[0].to_json()
