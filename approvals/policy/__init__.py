@@ -30,7 +30,11 @@ from approvals.policy.evaluation import (
 from approvals.policy.loading import load_policy, parse_policy
 from approvals.policy.rules import Action, Condition, DefaultAction, Mask, Rule, SetArgument
 from approvals.policy.source import PolicyError
-from approvals.policy.tool_names import check_policies_tool_names, check_tool_names
+from approvals.policy.tool_names import (
+    check_policies_tool_names,
+    check_tool_names,
+    policy_for_tool,
+)
 
 __all__ = [
     "DEFAULT_RULE",
@@ -60,6 +64,7 @@ __all__ = [
     "load_policy",
     "parse_cases",
     "parse_policy",
+    "policy_for_tool",
     "run_case",
     "run_cases",
 ]

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from difflib import get_close_matches
 from fnmatch import fnmatchcase
 
+from agent_hooks import InterceptionPoint
+
 from approvals.policy.evaluation import Policy
 from approvals.policy.rules import Rule
 from approvals.policy.source import PolicyError
@@ -67,3 +69,38 @@ def _absent(rule: Rule, tool: str, names: list[str], graph: str) -> str:
         f"{said}. The rule could never apply; fix the name, or say tool_may_be_absent: true "
         "if the tool may really be absent"
     )
+
+
+def policy_for_tool(interceptors: Iterable[object], tool: str) -> list[dict[str, object]]:
+    """What the policies among ``interceptors`` do with a call of ``tool`` at ``pre_tool_call``,
+    in the order they are tried: one entry per rule that may apply (its id, action, condition,
+    approver groups), then each policy's default. What ``approvals tools list`` shows."""
+    said: list[dict[str, object]] = []
+    for interceptor in interceptors:
+        if not isinstance(interceptor, Policy):
+            continue
+        if InterceptionPoint.PRE_TOOL_CALL not in interceptor.points:
+            continue
+        ordered = sorted(interceptor.rules, key=lambda r: -r.priority)
+        for rule in ordered:
+            if not rule.applies_to(InterceptionPoint.PRE_TOOL_CALL, tool):
+                continue
+            said.append(
+                {
+                    "policy": interceptor.name,
+                    "rule": rule.id,
+                    "action": rule.action.value,
+                    "when": rule.when.source if rule.when is not None else None,
+                    "approvers": list(rule.approvers),
+                }
+            )
+        said.append(
+            {
+                "policy": interceptor.name,
+                "rule": None,
+                "action": interceptor.default.value,
+                "when": None,
+                "approvers": [],
+            }
+        )
+    return said

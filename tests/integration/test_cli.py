@@ -234,6 +234,19 @@ async def test_tools_are_listed_with_their_validation(cli_env: dict[str, str]) -
     assert refund["approver_group"] == "finance"
     assert refund["arguments"]["properties"]["amount"]["maximum"] == 10_000
     assert tools["lookup_order"]["sensitive"] is False
+    # What the policy does with each tool, rule by rule, in the order they are tried.
+    assert [(p["rule"], p["action"]) for p in refund["policy"]] == [
+        ("no-huge-refunds", "deny"),
+        ("third-refund-in-a-run", "warn"),
+        ("big-refunds-need-finance", "escalate"),
+        ("refunds-need-support", "escalate"),
+        (None, "allow"),
+    ]
+    assert refund["policy"][2]["approvers"] == ["finance"]
+    assert refund["policy"][2]["when"] == "args.amount > 100.0"
+    assert [p["action"] for p in tools["lookup_order"]["policy"]] == ["allow"]
+    text = (await invoke(cli_env, "tools", "list", "refund")).stdout
+    assert "    policy: escalate to support (rule refunds-need-support of refund)" in text
     # The OpenAI-SDK example is registered where the SDK is installed (make test installs it).
     assert set(listed.json()) == {"refund", "email", "refund_openai"}
     missing = await invoke(cli_env, "tools", "list", "nope")
