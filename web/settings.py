@@ -170,6 +170,17 @@ class Settings(BaseSettings):
     notify_smtp_accounts: dict[str, str] = Field(default_factory=dict)
     #: How long a one-time e-mail link stays valid at most (never past its request's expiry).
     email_link_seconds: int = Field(default=24 * 3600, gt=0, le=30 * 24 * 3600)
+    #: The Slack app (docs/notifications.md, "Deciding from Slack"): its bot token
+    #: (``xoxb-...``) posts a waiting call's message, with buttons, and updates it once decided.
+    slack_bot_token: SecretStr | None = None
+    #: The app's signing secret: ``/integrations/slack/interactions`` answers only what it signs.
+    slack_signing_secret: SecretStr | None = None
+    #: The channel (its id, ``C0123ABCD``) of requests whose approver groups have none of
+    #: their own in ``slack_group_channels`` (``{"finance": "C0456EFGH"}``).
+    slack_channel: str | None = None
+    slack_group_channels: dict[str, str] = Field(default_factory=dict)
+    #: Slack's Web API (tests point it at a stand-in on loopback).
+    slack_api_url: str = Field(default="https://slack.com/api/", pattern=r"^https?://")
     #: Per attempt: connect, send and wait for the answer.
     notify_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     #: Attempts per notification before it is given up (logged as failed).

@@ -1084,6 +1084,14 @@ CREATE SEQUENCE public.sign_in_failures_id_seq
 
 ALTER SEQUENCE public.sign_in_failures_id_seq OWNED BY public.sign_in_failures.id;
 
+CREATE TABLE public.slack_users (
+    slack_user text NOT NULL,
+    account text NOT NULL,
+    linked_by text NOT NULL,
+    linked_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT slack_users_slack_user_check CHECK ((slack_user ~ '^[UW][A-Z0-9]{2,30}$'::text))
+);
+
 CREATE TABLE public.standing_grant_uses (
     grant_id uuid NOT NULL,
     run_id uuid NOT NULL,
@@ -1249,6 +1257,12 @@ ALTER TABLE ONLY public.runs
 ALTER TABLE ONLY public.sign_in_failures
     ADD CONSTRAINT sign_in_failures_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_account_key UNIQUE (account);
+
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_pkey PRIMARY KEY (slack_user);
+
 ALTER TABLE ONLY public.standing_grant_uses
     ADD CONSTRAINT standing_grant_uses_pkey PRIMARY KEY (run_id, call_id, identity);
 
@@ -1405,6 +1419,9 @@ ALTER TABLE ONLY public.run_events
 
 ALTER TABLE ONLY public.run_notification_deliveries
     ADD CONSTRAINT run_notification_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES public.run_events(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.slack_users
+    ADD CONSTRAINT slack_users_account_fkey FOREIGN KEY (account) REFERENCES public.users(name) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.standing_grant_uses
     ADD CONSTRAINT standing_grant_uses_grant_id_fkey FOREIGN KEY (grant_id) REFERENCES public.standing_grants(id) ON DELETE CASCADE;

@@ -1,6 +1,7 @@
 """The notification channels: where a notice that a call waits goes. One module per channel
 (``webhook``: signed outbound webhooks, ``slack``: a Slack-compatible incoming webhook,
-``smtp``: e-mail), each a ``Channel`` (``channel``); ``channels_from_settings`` builds the ones
+``slack_app``: the Slack app, whose messages carry buttons that decide, ``smtp``: e-mail),
+each a ``Channel`` (``channel``); ``channels_from_settings`` builds the ones
 the settings configure. What a notice says and how it is signed, the pure part, is
 ``approvals.notify``; the loop that claims what is owed and feeds the channels is
 ``web.notifier``.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from approvals.errors import ConfigurationError
 from web.channels.channel import Channel, Outcome
 from web.channels.slack import SlackChannel
+from web.channels.slack_app import SlackAppChannel, slack_channel
 from web.channels.smtp import EmailChannel, EmailLinks, LinkDesk, SmtpServer
 from web.channels.webhook import WebhookChannel
 from web.settings import Settings
@@ -23,6 +25,7 @@ __all__ = [
     "EmailLinks",
     "LinkDesk",
     "Outcome",
+    "SlackAppChannel",
     "SlackChannel",
     "SmtpServer",
     "WebhookChannel",
@@ -32,13 +35,17 @@ __all__ = [
 
 def channels_from_settings(settings: Settings, desk: LinkDesk | None = None) -> list[Channel]:
     """The configured channels; none configured, none returned (and nothing is sent).
-    ``desk``: the e-mail channel's one-time links (none: its e-mail carries none)."""
+    ``desk``: the e-mail channel's one-time links (none: its e-mail carries none), whose
+    database the Slack app reads requests in (none: no Slack app channel)."""
     channels: list[Channel] = [
         WebhookChannel.from_target(w, legacy_signature=settings.webhook_legacy_signature)
         for w in settings.notify_webhooks
     ]
     if settings.notify_slack_webhook is not None:
         channels.append(SlackChannel(settings.notify_slack_webhook.get_secret_value()))
+    slack_app = slack_channel(settings, desk.requests if desk is not None else None)
+    if slack_app is not None:
+        channels.append(slack_app)
     personal = desk is not None and bool(desk.addresses)
     if settings.notify_smtp_host and (
         settings.notify_smtp_to or settings.notify_smtp_group_to or personal

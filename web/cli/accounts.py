@@ -4,11 +4,13 @@ Passwords are read from stdin only (``--password-stdin``), never from the comman
 they would land in shell history and in every process listing. A token's secret is printed
 once, when it is created; the database keeps only its digest.
 
-Exit codes follow the CLI's: 2 invalid input, 3 the name is taken, 4 no such token or user.
+Exit codes follow the CLI's: 2 invalid input, 3 the name (or the Slack user) is taken, 4 no
+such token or user.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,6 +20,7 @@ from approvals.accounts import validate_groups
 from web.cli.command import (
     EXIT_INVALID,
     EXIT_NOT_FOUND,
+    EXIT_NOT_PENDING,
     acting,
     emit_json,
     emit_listing,
@@ -33,6 +36,8 @@ tokens_app = typer.Typer(
     no_args_is_help=True, help="API tokens: a person's (--owner), or a service's (--service)."
 )
 
+#: A Slack user id: U..., or W... on Enterprise Grid (migration 0032 checks the same).
+SLACK_USER_ID = re.compile(r"[UW][A-Z0-9]{2,30}")
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 # Optional to typer, so that a missing group is the engine's one-line error (exit 2).
 Groups = Annotated[
@@ -146,6 +151,49 @@ def users_groups(
     typer.echo(
         f"user {name} now in groups: {', '.join(result['groups'])}; its web sessions have ended"
     )
+
+
+@users_app.command("link")
+def users_link(
+    name: Annotated[str, typer.Argument(help="The account's name.")],
+    slack: Annotated[
+        str | None,
+        typer.Option(
+            "--slack",
+            help="Its Slack user id (UXXXXXXXX: the member ID in the user's Slack profile).",
+        ),
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--as", help="Who links it (default cli:$USER).")
+    ] = None,
+) -> None:
+    """Link an account to its user in Slack: that user's clicks on the Slack app's buttons
+    then decide as this account, under its rules (docs/notifications.md). Replaces the
+    account's earlier link. Exit 2: no --slack, or no Slack user id; 3: the Slack user is
+    another account's; 4: no account of that name."""
+
+    if slack is None or not SLACK_USER_ID.fullmatch(slack):
+        fail(
+            "give the account's Slack user id: --slack UXXXXXXXX (the member ID in the user's"
+            " Slack profile)",
+            EXIT_INVALID,
+        )
+
+    async def main(engine: Engine) -> tuple[bool, str | None, bool]:
+        # Imported here, not at the top: the Slack app's module (httpx, Block Kit) is needed
+        # by this command alone.
+        from web.channels.slack_app import SlackDesk
+
+        desk = SlackDesk.on(engine.adapters.db, engine.settings)
+        done = await desk.links.link(name, slack, by=await acting(engine, by))
+        return done.found, done.taken, done.linked
+
+    found, taken, linked = run_async(main)
+    if not found:
+        fail(f"no user named {name!r}", EXIT_NOT_FOUND)
+    if taken is not None or not linked:
+        fail(f"the Slack user {slack} is linked to the account {taken!r}", EXIT_NOT_PENDING)
+    typer.echo(f"user {name} linked to the Slack user {slack}")
 
 
 sessions_app = typer.Typer(

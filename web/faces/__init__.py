@@ -30,5 +30,6 @@ FACES = (
     "web.faces.pages.audit",
     "web.faces.pages.run_timeline",
     "web.faces.email_links",
+    "web.faces.slack",
     "web.faces.api_docs",
 )

@@ -1,0 +1,78 @@
+"""Slack on PostgreSQL: which Slack user is which local account, and the audit entries of
+clicks on Slack messages' buttons (``PgSlack``).
+
+A link is a row of ``slack_users`` (migration 0032): one Slack user is one account, one account
+one Slack user. A click needs no table of its own: it decides through the engine like any
+decision, and what became of it is recorded in the hash-chained audit log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from storage.db import Database, json
+
+#: The audit kinds: a click that decided (or voted), one that opened a modal asking for a
+#: reason or an answer, and one that was refused.
+DECIDED = "slack.decided"
+ASKED = "slack.asked"
+REFUSED = "slack.refused"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlackLink:
+    """What linking a Slack user came to."""
+
+    #: Whether the account exists.
+    found: bool
+    #: The other account the Slack user is already linked to (nothing was linked).
+    taken: str | None
+    linked: bool
+
+
+class PgSlack:
+    """Slack users' links to local accounts, and the audit of their clicks."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def link(self, account: str, slack_user: str, *, by: str) -> SlackLink:
+        """Link ``slack_user`` to ``account`` (replacing the account's earlier link), audited
+        as ``account.slack_linked`` by ``by``."""
+        row = await self._db.one(
+            "link_slack_user", {"account": account, "slack_user": slack_user, "by": by}
+        )
+        assert row is not None
+        return SlackLink(found=row["found"], taken=row["taken"], linked=row["linked"])
+
+    async def account_of(self, slack_user: str) -> str | None:
+        """The local account ``slack_user`` is linked to; ``None`` when it is linked to none."""
+        row = await self._db.one("slack_account", {"slack_user": slack_user})
+        return None if row is None else str(row["account"])
+
+    async def record(
+        self,
+        request_id: str | None,
+        *,
+        principal: str,
+        slack_user: str,
+        decision: str,
+        asked: bool = False,
+        refused: str | None = None,
+    ) -> None:
+        """Audit a click: it decided, it ``asked`` (opened a modal for a reason or an answer),
+        or it was refused and ``refused`` says why (``not linked``, ``not allowed``, ...).
+        ``request_id``: ``None`` when the click named no valid request id."""
+        data = {"decision": decision, "via": "slack", "slack_user": slack_user}
+        if refused is not None:
+            data["refused"] = refused
+        kind = REFUSED if refused is not None else ASKED if asked else DECIDED
+        await self._db.run(
+            "record_slack_click",
+            {
+                "kind": kind,
+                "request_id": request_id,
+                "principal": principal,
+                "data": json(data),
+            },
+        )
