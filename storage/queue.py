@@ -80,6 +80,11 @@ class PgResumeQueue:
         row = await self._db.one("queued_jobs", {})
         return int(row["n"]) if row else 0
 
+    async def queued_by_graph(self) -> dict[str, int]:
+        """The resume jobs waiting for a worker, by their run's graph."""
+        rows = await self._db.all("queued_jobs_by_graph", {})
+        return {str(row["graph"]): int(row["n"]) for row in rows}
+
     async def wait(self, seconds: float) -> bool:
         with translated_errors():
             if self._listener is None or self._listener.closed:

@@ -17,8 +17,6 @@ orchestrator reaches (the default is 127.0.0.1).
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,11 +40,9 @@ class WorkerState:
     running: bool = False
     stopped_because: str | None = None
     graphs: tuple[str, ...] = field(default_factory=tuple)
-
-    def digest(self) -> str:
-        """A digest of what this worker serves: two workers with the same one agree."""
-        text = json.dumps(sorted(self.graphs), separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    #: The registration's digest (``GraphRegistry.config_digest``): workers and web processes
+    #: with the same one serve the same graphs.
+    config_digest: str = ""
 
 
 def probe_app(engine: Engine, state: WorkerState) -> FastAPI:
@@ -65,7 +61,7 @@ def probe_app(engine: Engine, state: WorkerState) -> FastAPI:
         if reason is not None:
             return JSONResponse({"status": "unavailable", "reason": reason}, 503)
         return JSONResponse(
-            {"status": "ready", "graphs": list(state.graphs), "config_digest": state.digest()}
+            {"status": "ready", "graphs": list(state.graphs), "config_digest": state.config_digest}
         )
 
     return app

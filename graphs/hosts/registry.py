@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import json
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -75,6 +76,16 @@ class GraphRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+    def entries(self) -> dict[str, str]:
+        """Each registered name and the ``module:attr`` that builds it."""
+        return dict(sorted(self._entries.items()))
+
+    def config_digest(self) -> str:
+        """A digest of the registration (names and targets): processes that report the same
+        one build the same graphs from the same code paths."""
+        text = json.dumps(self.entries(), separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def loaded(self) -> list[str]:
         """The registered graphs built in this process so far."""

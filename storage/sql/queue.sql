@@ -71,3 +71,10 @@ SELECT count(pg_notify('approvals_run_events', run_id::text)) AS recorded FROM f
 -- name: queued_jobs
 -- How many resume jobs wait for a worker.
 SELECT count(*) AS n FROM resume_queue WHERE status = 'queued';
+
+-- name: queued_jobs_by_graph
+-- The resume jobs waiting for a worker, by the graph of their run (approvals status).
+SELECT r.graph, count(*) AS n
+  FROM resume_queue q JOIN runs r ON r.id = q.run_id
+ WHERE q.status = 'queued'
+ GROUP BY r.graph ORDER BY r.graph;

@@ -112,6 +112,9 @@ def test_readyz_is_ready_at_head(server: Server) -> None:
     assert response.json()["status"] == "ready"
     # The newest revision in alembic/versions (the migrations the test database was built by).
     assert response.json()["revision"] == schema_heads()[0]
+    # What this process serves, and the digest every process of a rollout should agree on.
+    assert "refund" in response.json()["graphs"]
+    assert response.json()["config_digest"].startswith("sha256:")
 
 
 def test_readyz_is_503_while_the_database_refuses_connections(

@@ -27,6 +27,7 @@ from web.cli.policy import policy_app
 from web.cli.retention import retention_app
 from web.cli.runs import runs_app
 from web.cli.serve import demo_command, serve_command, worker_command
+from web.cli.status import status_command
 from web.cli.tools import tools_app
 
 app = typer.Typer(
@@ -39,6 +40,7 @@ app.command("decide")(decide_command)
 app.command("worker")(worker_command)
 app.command("serve")(serve_command)
 app.command("demo")(demo_command)
+app.command("status")(status_command)
 app.add_typer(db_app, name="db")
 app.add_typer(runs_app, name="runs")
 app.add_typer(pending_app, name="pending")

@@ -103,7 +103,9 @@ async def _work_with_probe(engine: Engine, stop: asyncio.Event, host: str, port:
     from web.serving import bind, url_of
     from web.worker_probe import WorkerState, probe_serving
 
-    state = WorkerState(graphs=tuple(engine.agent_names()))
+    state = WorkerState(
+        graphs=tuple(engine.agent_names()), config_digest=engine.registry.config_digest()
+    )
     sock = bind(host, port)
     async with probe_serving(engine, state, sock):
         typer.echo(f"health probe at {url_of(sock)}/healthz and /readyz", err=True)

@@ -197,7 +197,14 @@ async def readyz(engine: EngineDep) -> Response:
     if schema.problem is not None:
         return _not_ready(schema.problem)
     return JSONResponse(
-        {"status": "ready", "revision": schema.revision, "checkpoints": schema.checkpoints}
+        {
+            "status": "ready",
+            "revision": schema.revision,
+            "checkpoints": schema.checkpoints,
+            # What this process serves: a rolling restart is done when every process agrees.
+            "graphs": engine.agent_names(),
+            "config_digest": engine.registry.config_digest(),
+        }
     )
 
 
