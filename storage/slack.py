@@ -50,6 +50,11 @@ class PgSlack:
         row = await self._db.one("slack_account", {"slack_user": slack_user})
         return None if row is None else str(row["account"])
 
+    async def slack_user_of(self, account: str) -> str | None:
+        """The Slack user ``account`` is linked to; ``None`` when it is linked to none."""
+        row = await self._db.one("account_slack_user", {"account": account})
+        return None if row is None else str(row["slack_user"])
+
     async def record(
         self,
         request_id: str | None,

@@ -36,6 +36,10 @@ SELECT EXISTS (SELECT 1 FROM target) AS found,
 -- The local account a Slack user is linked to (no row: none).
 SELECT account FROM slack_users WHERE slack_user = %(slack_user)s;
 
+-- name: account_slack_user
+-- The Slack user a local account is linked to (no row: none).
+SELECT slack_user FROM slack_users WHERE account = %(account)s;
+
 -- name: record_slack_click
 -- What became of a click on a Slack message's button (or a modal's submission): it decided,
 -- it opened a modal that asks for a reason or an answer, or it was refused and why. Audited

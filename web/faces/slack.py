@@ -246,7 +246,7 @@ async def interactions(request: Request, engine: EngineDep, later: BackgroundTas
         # Shown in the modal, under its text, which stays open to be corrected.
         errors = {TEXT_BLOCK: why.removeprefix("refused: ")[:150]}
         return JSONResponse({"response_action": "errors", "errors": errors})
-    later.add_task(_tell, desk, engine, click, principal, outcome, why)
+    later.add_task(_tell, desk, engine, click, outcome, why)
     return Response(status_code=200)
 
 
@@ -291,50 +291,65 @@ async def _open_modal(desk: SlackDesk, engine: Engine, click: Click, found: Pend
     await _call(desk, "views.open", {"trigger_id": click.trigger_id, "view": view})
 
 
-def _line(click: Click, principal: Principal, outcome: DecisionRecord | Vote) -> str:
-    """Who decided what, and when, as the message says it."""
-    who = f"<@{click.slack_user}> ({escape(principal.name)})"
-    if isinstance(outcome, Vote):
-        return f"{who} approved: {outcome.approvals} of the {outcome.quorum} approvals needed"
-    line = f"{PAST.get(outcome.kind, 'Decided')} by {who} at {when(outcome.decided_at)}"
-    if outcome.reason and outcome.kind is not DecisionKind.APPROVE:
-        line += f": {escape(outcome.reason[:500])}"
+async def _decider(desk: SlackDesk, principal: str) -> str:
+    """How the message names who decided: the Slack user linked to the local account, and the
+    account; any other principal by its id."""
+    account = principal.removeprefix("local:") if principal.startswith("local:") else None
+    slack_user = await desk.links.slack_user_of(account) if account is not None else None
+    if account is not None and slack_user is not None:
+        return f"<@{slack_user}> ({escape(account)})"
+    return escape(account or principal)
+
+
+async def _ending(desk: SlackDesk, engine: Engine, request: PendingCall) -> str:
+    """The line of a request that no longer waits: who decided what, and when (the same
+    whichever click, or face, it was decided by), or how else it ended."""
+    _, decision = await engine.requests.decision_of(request.id)
+    if decision is None:
+        return f"No longer waiting: {request.status.value}"
+    who = await _decider(desk, decision.principal)
+    line = f"{PAST.get(decision.kind, 'Decided')} by {who} at {when(decision.decided_at)}"
+    if decision.reason and decision.kind is not DecisionKind.APPROVE:
+        line += f": {escape(decision.reason[:500])}"
     return line
+
+
+async def _update(desk: SlackDesk, engine: Engine, click: Click, vote: Vote | None) -> None:
+    """Show on the clicked message where its request stands: a vote counted (the buttons
+    stay), or how it ended."""
+    current = await engine.requests.get(click.request_id)
+    if current is None or not click.channel or not click.ts:
+        return
+    if vote is not None:
+        who = await _decider(desk, vote.principal)
+        line = f"{who} approved: {vote.approvals} of the {vote.quorum} approvals needed"
+    elif current.status is RequestStatus.PENDING:
+        return
+    else:
+        line = await _ending(desk, engine, current)
+    link = request_link(desk.public_url, current.id)
+    text, blocks = settled_message(current, link, line, still_waiting=vote is not None)
+    body = {"channel": click.channel, "ts": click.ts, "text": text, "blocks": blocks}
+    await _call(desk, "chat.update", body)
 
 
 async def _tell(
     desk: SlackDesk,
     engine: Engine,
     click: Click,
-    principal: Principal | None,
     outcome: DecisionRecord | Vote | None,
     why: str | None,
 ) -> None:
     """After the answer: update the message with the decision, or explain to the clicker
-    alone why nothing was decided (and show the request's end on a message still offering
-    buttons)."""
-    current = await engine.requests.get(click.request_id) if click.audited_request else None
-    link = request_link(desk.public_url, click.request_id)
-    if outcome is not None and principal is not None and current is not None:
-        line = _line(click, principal, outcome)
-        text, blocks = settled_message(current, link, line, still_waiting=isinstance(outcome, Vote))
-        if click.channel and click.ts:
-            update = {"channel": click.channel, "ts": click.ts, "text": text, "blocks": blocks}
-            await _call(desk, "chat.update", update)
-        return
-    if click.channel:
-        explained = EXPLAINED.get(why or "", f"Nothing was decided ({why}).")
-        body: dict[str, Any] = {
+    alone why nothing was decided (and show how its request ended on a message that still
+    offers buttons)."""
+    if why is not None and click.channel:
+        explained = EXPLAINED.get(why, f"Nothing was decided ({why}).")
+        body = {
             "channel": click.channel,
             "user": click.slack_user,
             "text": explained.format(user=click.slack_user),
         }
         await _call(desk, "chat.postEphemeral", body)
-    if current is not None and current.status is not RequestStatus.PENDING and click.ts:
-        line = f"No longer waiting: {current.status.value}"
-        text, blocks = settled_message(current, link, line, still_waiting=False)
-        await _call(
-            desk,
-            "chat.update",
-            {"channel": click.channel, "ts": click.ts, "text": text, "blocks": blocks},
-        )
+    if click.audited_request is not None:
+        await _update(desk, engine, click, outcome if isinstance(outcome, Vote) else None)
