@@ -29,7 +29,7 @@ from approvals.model import RequestStatus
 from approvals.principals import Principal
 from tests.integration.helpers import scalar, start_refund, verified
 from web.channels.slack_app import SlackDesk
-from web.engine import Engine
+from web.engine import Engine, open_engine
 from web.notifier import Notifier
 from web.serving import bind, serving, url_of
 from web.settings import Settings
@@ -39,6 +39,7 @@ SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TOKEN = "xoxb-test-bot-token"
 SUPPORT_CHANNEL = "C0SUPPORT"
 PATH = "/integrations/slack/interactions"
+ASK = {"message": "ask may I refund order 1001?"}
 
 
 @dataclass
@@ -436,3 +437,46 @@ async def test_a_click_on_a_request_decided_on_the_web_says_who_decided_it(
     assert line.startswith("Rejected by <@U0BOB> (bob) at ")
     assert line.endswith(": a duplicate")
     assert await audited(engine, request_id) == [("slack.refused", "not pending", "local:carol")]
+
+
+async def test_respond_asks_for_the_answer_in_a_modal_and_the_model_gets_it(
+    database_url: str, settings: Settings
+) -> None:
+    configured = settings.model_copy(
+        update={"graphs": {"lc_ask": "tests.integration.respond_graphs:build"}}
+    )
+    async with open_engine(database_url, configured) as asker:
+        await answer_in_slack(asker, configured)
+
+
+async def answer_in_slack(asker: Engine, configured: Settings) -> None:
+    async with served(asker, configured) as app:
+        await asker.accounts.add_user("bob", PASSWORD, ["approvers"])
+        assert (await app.desk.links.link("bob", "U0BOB", by="cli:test")).linked
+        out = await asker.runner.start("lc_ask", ASK, principal="local:ann")
+        assert await app.notifier.run_once() == 1
+        (posted,) = app.slack.of("chat.postMessage")
+        assert posted.body["channel"] == "C0DEFAULT"  # approvers has no channel of its own
+        (actions,) = [b for b in posted.body["blocks"] if b["type"] == "actions"]
+        ids = [e["action_id"] for e in actions["elements"]]
+        assert ids == ["approvals.reject", "approvals.respond", "approvals.open"]
+        ts = "1700000000.000001"
+        assert (await app.post(click(posted, ts, "approvals.respond", "U0BOB"))).status_code == 200
+        (opened,) = await app.slack.wait_for("views.open")
+        assert opened.body["view"]["callback_id"] == "approvals.respond"
+
+        empty = await app.post(submission(opened, "U0BOB", "   "))
+        # Refused in the modal, which stays open to be corrected.
+        assert empty.json()["response_action"] == "errors"
+        assert await scalar(asker, "select count(*) from decisions") == 0
+        answered = await app.post(submission(opened, "U0BOB", "Yes, up to 50."))
+        assert answered.status_code == 200
+        (update,) = await app.slack.wait_for("chat.update")
+    assert update.body["blocks"][-1]["elements"][0]["text"].startswith(
+        "Answered by <@U0BOB> (bob) at "
+    )
+    assert await asker.worker.drain() == 1
+    run = await asker.runs.get(out.run_id)
+    assert run is not None
+    assert run.answer == "success: Yes, up to 50."
+    assert await asker.effects.for_call(out.run_id, "ask-1") == []
