@@ -196,7 +196,8 @@ def click(message: Call, posted_ts: str, action: str, user: str) -> bytes:
                     "type": "button",
                     "action_id": button["action_id"],
                     "block_id": actions["block_id"],
-                    "value": button["value"],
+                    # A link button has none.
+                    "value": button.get("value", ""),
                     "action_ts": f"{time.time():.6f}",
                 }
             ],
@@ -480,3 +481,25 @@ async def answer_in_slack(asker: Engine, configured: Settings) -> None:
     assert run is not None
     assert run.answer == "success: Yes, up to 50."
     assert await asker.effects.for_call(out.run_id, "ask-1") == []
+
+
+async def test_a_signed_interaction_that_is_no_click_decides_nothing(
+    engine: Engine, settings: Settings
+) -> None:
+    async with served(engine, settings) as app:
+        await accounts(engine, app)
+        _, request_id, posted, ts = await waiting_refund(engine, app)
+        malformed = await app.post(b"payload=%7Bnot+json")
+        assert malformed.status_code == 400
+        wrong_user = json.loads(
+            parse_qs(click(posted, ts, "approvals.approve", "U0BOB").decode())["payload"][0]
+        )
+        wrong_user["user"]["id"] = "<!channel>"
+        assert (await app.post(form(wrong_user))).status_code == 400
+        # The link button's click comes here too: it opens the page and decides nothing.
+        opened = await app.post(click(posted, ts, "approvals.open", "U0BOB"))
+        assert opened.status_code == 200
+        await asyncio.sleep(0.2)
+        assert [c.method for c in app.slack.calls] == ["chat.postMessage"]
+    assert await status_of(engine, request_id) is RequestStatus.PENDING
+    assert await audited(engine, request_id) == []

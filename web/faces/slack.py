@@ -226,7 +226,7 @@ async def interactions(request: Request, engine: EngineDep, later: BackgroundTas
         return JSONResponse({"error": "not signed by Slack"}, status_code=401)
     try:
         click = parse(body)
-    except (ValueError, UnicodeDecodeError, AttributeError, TypeError):
+    except (ValueError, UnicodeDecodeError, AttributeError, TypeError, KeyError, IndexError):
         return JSONResponse({"error": "not a Slack interaction"}, status_code=400)
     if click is None:
         return Response(status_code=200)
@@ -344,12 +344,13 @@ async def _tell(
     alone why nothing was decided (and show how its request ended on a message that still
     offers buttons)."""
     if why is not None and click.channel:
-        explained = EXPLAINED.get(why, f"Nothing was decided ({why}).")
-        body = {
-            "channel": click.channel,
-            "user": click.slack_user,
-            "text": explained.format(user=click.slack_user),
-        }
+        known = EXPLAINED.get(why)
+        explained = (
+            known.format(user=click.slack_user)
+            if known is not None
+            else f"Nothing was decided ({escape(why)})."
+        )
+        body = {"channel": click.channel, "user": click.slack_user, "text": explained}
         await _call(desk, "chat.postEphemeral", body)
     if click.audited_request is not None:
         await _update(desk, engine, click, outcome if isinstance(outcome, Vote) else None)
