@@ -29,7 +29,7 @@ from web.faces.pages import sign_in
 from web.faces.pages.templating import compile_templates
 from web.instrumentation import instrument
 from web.security import BodyLimit, LoginThrottle, SecurityHeaders, Sessions, secret_key
-from web.settings import Settings
+from web.settings import Settings, revealed
 
 HERE = Path(__file__).resolve().parent
 
@@ -57,7 +57,7 @@ def create_app(
     app.state.settings = settings
     app.state.api_gate = asyncio.Semaphore(gate_size(settings))
     app.state.sessions = Sessions(
-        secret_key(settings.secret_key, settings.data_dir),
+        secret_key(revealed(settings.secret_key), settings.data_dir),
         ttl_seconds=settings.session_ttl_seconds,
         secure=settings.public_url.startswith("https://"),
         cache_seconds=settings.session_cache_seconds,
@@ -99,7 +99,7 @@ def _lifespan(
             if engine is not None:
                 app.state.engine = engine
             else:
-                url = database_url or settings.database_url
+                url = database_url or revealed(settings.database_url)
                 if not url:
                     raise RuntimeError("create_app needs a database URL or an engine")
                 if migrate:

@@ -33,7 +33,7 @@ from web.channels import (
     channels_from_settings,
 )
 from web.security import secret_key
-from web.settings import Settings
+from web.settings import Settings, revealed
 
 log = logging.getLogger("approvals.notify")
 
@@ -42,7 +42,7 @@ def email_link_desk(db: Database, settings: Settings) -> LinkDesk:
     """What one-time e-mail links need, on ``db``: signed under the app's secret (the one
     that signs its sessions), checked by the approver rules the web applies."""
     links = EmailLinks(
-        secret_key(settings.secret_key, settings.data_dir),
+        secret_key(revealed(settings.secret_key), settings.data_dir),
         public_url=settings.public_url,
         max_seconds=settings.email_link_seconds,
     )

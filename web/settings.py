@@ -6,6 +6,7 @@ import base64
 import binascii
 import ipaddress
 import json
+import os
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,7 +19,14 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SecretsSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from approvals.errors import ConfigurationError
 
@@ -97,7 +105,28 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="APPROVALS_", extra="ignore")
 
-    database_url: str | None = None
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then ``APPROVALS_SECRETS_DIR``'s files (mounted
+        secrets: a file ``approvals_secret_key`` holds ``APPROVALS_SECRET_KEY``), read when the
+        settings are made, not when this module is imported."""
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        directory = os.environ.get("APPROVALS_SECRETS_DIR")
+        if directory:
+            if not Path(directory).is_dir():
+                raise ConfigurationError(f"APPROVALS_SECRETS_DIR: {directory} is not a directory")
+            sources.append(SecretsSettingsSource(settings_cls, secrets_dir=directory))
+        return tuple(sources)
+
+    #: Secret (it may hold a password): never in a repr, a log or an error message.
+    database_url: SecretStr | None = None
     data_dir: Path = Path(".approvals")
     config_file: Path = Path("approvals.toml")
     request_ttl_seconds: int = Field(default=24 * 3600, gt=0)
@@ -111,7 +140,7 @@ class Settings(BaseSettings):
     # ---- the web app -------------------------------------------------------------------
     #: Signs session cookies and CSRF tokens. Unset: a random key kept in ``<data_dir>/secret_key``
     #: (created on first use), so one machine's processes agree and restarts keep sessions.
-    secret_key: str | None = Field(default=None, min_length=32)
+    secret_key: SecretStr | None = Field(default=None, min_length=32)
     #: The URL approvers reach the app at (links in notifications, the OIDC redirect URI).
     public_url: str = "http://127.0.0.1:8000"
     session_ttl_seconds: int = Field(default=8 * 3600, gt=0, le=30 * 24 * 3600)
@@ -138,7 +167,7 @@ class Settings(BaseSettings):
     #: OpenID Connect (all three set: the login page offers it). The principal is issuer + subject.
     oidc_issuer: str | None = None
     oidc_client_id: str | None = None
-    oidc_client_secret: str | None = None
+    oidc_client_secret: SecretStr | None = None
     oidc_groups_claim: str = "groups"
     oidc_scopes: str = "openid profile email"
 
@@ -273,7 +302,7 @@ class Settings(BaseSettings):
     # ---- database roles and the audit anchor (docs/deployment.md, docs/operations.md) ----
     #: The tables' owner, for ``db upgrade``, ``db grant`` and serve's start-up migration;
     #: unset: ``database_url``. Set it when ``database_url`` is the runtime role.
-    migration_database_url: str | None = None
+    migration_database_url: SecretStr | None = None
     #: The runtime role ``db upgrade`` grants again after migrating, so new tables are covered.
     runtime_role: str | None = Field(default=None, min_length=1, max_length=63)
     #: Signs ``audit anchor`` heads. Unset: a random key kept in ``<data_dir>/audit_anchor_key``.
@@ -299,3 +328,11 @@ def load_settings() -> Settings:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
         raise ConfigurationError(f"APPROVALS_{field.upper()}: {first['msg']}") from None
+
+
+def revealed(value: SecretStr | str | None) -> str | None:
+    """A secret setting's text, where it is used (a ``model_copy`` update may hold the text
+    itself)."""
+    if value is None or isinstance(value, str):
+        return value
+    return value.get_secret_value()

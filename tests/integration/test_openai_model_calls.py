@@ -386,15 +386,19 @@ class StreamingModel(ScriptedModel):
     async def _events(self) -> AsyncIterator[TResponseStreamEvent]:
         half = len(self._text) // 2
         for part in (self._text[:half], self._text[half:]):
-            yield ResponseTextDeltaEvent.model_construct(
+            yield ResponseTextDeltaEvent.model_construct(  # type: ignore[call-arg]
                 type="response.output_text.delta", delta=part
             )
         text = ResponseOutputText(type="output_text", text=self._text, annotations=[])
         message = ResponseOutputMessage(
             type="message", id="msg-1", role="assistant", status="completed", content=[text]
         )
-        response = Response.model_construct(id="resp-1", output=[message], usage=None)
-        yield ResponseCompletedEvent.model_construct(type="response.completed", response=response)
+        response = Response.model_construct(  # type: ignore[call-arg]
+            id="resp-1", output=[message], usage=None
+        )
+        yield ResponseCompletedEvent.model_construct(  # type: ignore[call-arg]
+            type="response.completed", response=response
+        )
 
 
 class Redact:

@@ -16,6 +16,7 @@ from tests.waiting import eventually
 from tests.web.conftest import Server, SignIn, add_user, csrf_of, login
 from web.engine import Engine
 from web.security import SESSION_COOKIE
+from web.settings import revealed
 
 XSS = "<script>alert(1)</script> <img src=x onerror=alert(1)>"
 
@@ -71,7 +72,7 @@ async def test_sessions_are_signed_and_bounded(
     )
     # Signed with the right key but naming no session: only a session row signs anyone in.
     unknown = URLSafeTimedSerializer(
-        server.settings.secret_key or "", salt="approvals.session.v2"
+        revealed(server.settings.secret_key) or "", salt="approvals.session.v2"
     ).dumps({"sid": "not-a-session"})
     for value in (forged, unknown):
         with httpx.Client(base_url=server.url, cookies={SESSION_COOKIE: value}) as f:
@@ -82,7 +83,7 @@ async def test_an_expired_session_cookie_is_refused(
     server: Server, engine: Engine, sign_in: SignIn
 ) -> None:
     await add_user(engine, "ann", "support")
-    key = server.settings.secret_key or ""
+    key = revealed(server.settings.secret_key) or ""
     cookie = sign_in("ann").cookies[SESSION_COOKIE]
     sid = URLSafeTimedSerializer(key, salt="approvals.session.v2").loads(cookie)["sid"]
 

@@ -15,6 +15,7 @@ from tests.web.conftest import PASSWORD, Server, SignIn, add_user, csrf_of, logi
 from tests.web.test_pages import refund_request
 from web.engine import Engine
 from web.security import SESSION_COOKIE
+from web.settings import revealed
 
 
 def saved(server: Server, client: httpx.Client) -> httpx.Client:
@@ -129,7 +130,7 @@ async def test_the_table_keeps_a_hash_of_the_session_id_never_the_id(
 ) -> None:
     await add_user(engine, "ann", "support")
     cookie = sign_in("ann").cookies[SESSION_COOKIE]
-    key = server.settings.secret_key or ""
+    key = revealed(server.settings.secret_key) or ""
     sid = URLSafeTimedSerializer(key, salt="approvals.session.v2").loads(cookie)["sid"]
     stored = await scalar(engine, "select id_hash from web_sessions")
     assert stored == hashlib.sha256(sid.encode()).hexdigest()

@@ -126,8 +126,9 @@ def load_settings() -> Settings:
 
 def database_url(settings: Settings) -> tuple[str, bool]:
     """The configured server, or the embedded one (started on demand). ``(url, embedded)``."""
-    if settings.database_url:
-        return settings.database_url, False
+    url = _text(settings.database_url)
+    if url:
+        return url, False
     # Imported here, not at the top: the engine (psycopg, the repositories, the notifier and
     # its httpx) takes about 0.5 s to import, and only the commands that open it need it.
     from web.engine import start_embedded
@@ -138,7 +139,16 @@ def database_url(settings: Settings) -> tuple[str, bool]:
 def migration_url(settings: Settings, url: str) -> str:
     """Where migrations run: the tables' owner (``APPROVALS_MIGRATION_DATABASE_URL``) when set,
     else ``url``, the database the engine uses."""
-    return settings.migration_database_url or url
+    return _text(settings.migration_database_url) or url
+
+
+def _text(value: Any) -> str | None:
+    """A secret setting's text (``web.settings.revealed``, without importing the settings
+    module: the settings object is here already)."""
+    if value is None or isinstance(value, str):
+        return value
+    found = value.get_secret_value()
+    return found if isinstance(found, str) else None
 
 
 async def upgrade_schema(url: str, *, runtime_role: str | None) -> None:

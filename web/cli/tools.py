@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from approvals.policy import policy_for_tool
 from web.cli.command import emit_json, run_async
 
 if TYPE_CHECKING:
@@ -50,6 +49,10 @@ def tools_list(
 def _with_policy(engine: Engine, name: str) -> list[dict[str, Any]]:
     """Graph ``name``'s tools, each with what its policies do with a call of it (``policy``:
     the rules that may apply, in order, then each policy's default)."""
+    # Imported here, not at the top: the policy engine (CEL) is imported only by the commands
+    # that read policies (tests/unit/test_cli_imports.py).
+    from approvals.policy import policy_for_tool
+
     governance = engine.registry.governance(name)
     interceptors = list(governance.interceptors) if governance is not None else []
     return [

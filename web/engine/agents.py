@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from storage.db import is_transient
 from storage.statements import PgStatements
 from web.engine.adapters import Adapters
+from web.settings import revealed
 
 if TYPE_CHECKING:
     from graphs.examples.effects import SqlSideEffects
@@ -82,7 +83,7 @@ def build_graphs(adapters: Adapters, effects: SqlSideEffects) -> Graphs:
             **extras(effects),
             **openai_extras(
                 PgOpenAIRunStates(db),
-                secret=secret_key(settings.secret_key, settings.data_dir),
+                secret=secret_key(revealed(settings.secret_key), settings.data_dir),
                 sessions=PgOpenAISessions(db),
             ),
         },

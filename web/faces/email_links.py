@@ -42,6 +42,7 @@ from web.deps import EngineDep, settings_of
 from web.engine import Engine
 from web.faces.pages.templating import templates
 from web.security import same_origin, secret_key
+from web.settings import revealed
 
 #: The confirmation pages and their buttons.
 router = APIRouter(include_in_schema=False)
@@ -67,7 +68,7 @@ def _form_ok(request: Request, token: str, form_token: str) -> bool:
     """The form was served to this browser for this link (its token carries the nonce of the
     cookie the page set, and this link's digest), and posted from the app's own origin."""
     settings = settings_of(request)
-    cookie, form = _serializers(secret_key(settings.secret_key, settings.data_dir))
+    cookie, form = _serializers(secret_key(revealed(settings.secret_key), settings.data_dir))
     try:
         nonce: Any = cookie.loads(request.cookies.get(COOKIE, ""), max_age=FORM_SECONDS)
         posted: Any = form.loads(form_token, max_age=FORM_SECONDS)
@@ -152,7 +153,7 @@ async def show(request: Request, token: str, engine: EngineDep) -> HTMLResponse:
     if await _already_used(engine, claim, principal):
         return _refused(request, "reused", claim)
     settings = settings_of(request)
-    cookie, form = _serializers(secret_key(settings.secret_key, settings.data_dir))
+    cookie, form = _serializers(secret_key(revealed(settings.secret_key), settings.data_dir))
     nonce = secrets.token_urlsafe(24)
     response = _page(
         request,

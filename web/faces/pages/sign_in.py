@@ -19,7 +19,7 @@ from web.deps import EngineDep, SignedIn, sessions_of, settings_of
 from web.faces.pages.oidc import CALLBACK_PATH, OidcLogin
 from web.faces.pages.rendering import check_form, render, status_page
 from web.security import same_origin
-from web.settings import Settings
+from web.settings import Settings, revealed
 from web.sign_in_throttle import SignInThrottle
 
 log = logging.getLogger("approvals.web")
@@ -132,7 +132,7 @@ def oidc_router(settings: Settings) -> APIRouter:
     oidc = OidcLogin(
         issuer=settings.oidc_issuer,
         client_id=settings.oidc_client_id,
-        client_secret=settings.oidc_client_secret,
+        client_secret=revealed(settings.oidc_client_secret) or "",
         redirect_uri=settings.public_url.rstrip("/") + CALLBACK_PATH,
         scopes=settings.oidc_scopes,
         groups_claim=settings.oidc_groups_claim,
