@@ -915,6 +915,15 @@ CREATE SEQUENCE public.interception_records_id_seq
 
 ALTER SEQUENCE public.interception_records_id_seq OWNED BY public.interception_records.id;
 
+CREATE TABLE public.langgraph_threads (
+    thread_id text NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT langgraph_threads_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
+    CONSTRAINT langgraph_threads_thread_id_check CHECK (((length(thread_id) >= 1) AND (length(thread_id) <= 200)))
+);
+
 CREATE TABLE public.notification_attempts (
     id bigint NOT NULL,
     delivery_id bigint NOT NULL,
@@ -1221,6 +1230,9 @@ ALTER TABLE ONLY public.demo_side_effects
 ALTER TABLE ONLY public.interception_records
     ADD CONSTRAINT interception_records_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.langgraph_threads
+    ADD CONSTRAINT langgraph_threads_pkey PRIMARY KEY (thread_id);
+
 ALTER TABLE ONLY public.notification_attempts
     ADD CONSTRAINT notification_attempts_pkey PRIMARY KEY (id);
 
@@ -1312,6 +1324,10 @@ CREATE INDEX audit_events_run_idx ON public.audit_events USING btree (run_id, id
 CREATE INDEX decisions_run_idx ON public.decisions USING btree (run_id);
 
 CREATE INDEX interception_records_run_idx ON public.interception_records USING btree (run_id, sequence);
+
+CREATE INDEX langgraph_threads_creator ON public.langgraph_threads USING btree (created_by, created_at);
+
+CREATE INDEX langgraph_threads_metadata ON public.langgraph_threads USING gin (metadata jsonb_path_ops);
 
 CREATE INDEX notification_attempts_delivery_idx ON public.notification_attempts USING btree (delivery_id, attempt);
 
