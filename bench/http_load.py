@@ -1051,6 +1051,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         url = scratch.url
         env = {k: v for k, v in os.environ.items() if not k.startswith("APPROVALS_")}
         env.update(
+            APPROVALS_EXAMPLES="true",
             APPROVALS_DATABASE_URL=url,
             APPROVALS_DATA_DIR=str(log_dir),
             APPROVALS_POOL_MAX_SIZE=str(args.pool),
@@ -1060,7 +1061,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             # This process's engine is closed before the decide phase: the servers, the
             # workers and the other users of a shared PostgreSQL need its connections more.
-            settings = Settings(database_url=url, pool_max_size=max(args.fill_tasks, conns) + 4)
+            settings = Settings(
+                database_url=url, pool_max_size=max(args.fill_tasks, conns) + 4, examples=True
+            )
             async with open_engine(url, settings) as engine:
                 shop, secrets = await make_principals(engine, args.approvers)
                 tokens: dict[str, list[str]] = defaultdict(list)

@@ -210,6 +210,7 @@ async def soak(rounds: int) -> dict[str, Any]:
         url, where = scratch.url, scratch.where
         env = {k: v for k, v in os.environ.items() if not k.startswith("APPROVALS_")}
         env["APPROVALS_DATABASE_URL"] = url
+        env["APPROVALS_EXAMPLES"] = "true"  # the soak drives the refund example
         env["APPROVALS_DATA_DIR"] = str(ROOT / ".approvals" / "soak")
         s = Soak(url, env)
         kills: Counter[str] = Counter()

@@ -246,7 +246,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     async with scratch_database() as (url, where):
         with tempfile.TemporaryDirectory() as tmp:
             settings = Settings(
-                database_url=url, data_dir=Path(tmp), config_file=Path(tmp) / "none.toml"
+                database_url=url,
+                data_dir=Path(tmp),
+                config_file=Path(tmp) / "none.toml",
+                examples=True,
             )
             async with (
                 open_engine(url, settings) as engine,

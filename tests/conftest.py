@@ -24,6 +24,12 @@ from web.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The suite drives the example agents (refund, email, refund_openai), which a deployment
+# registers only when its configuration asks: every engine and every command the tests start
+# (they inherit the environment) asks. tests/integration/test_examples_opt_in.py covers the
+# registry without them.
+os.environ.setdefault("APPROVALS_EXAMPLES", "true")
+
 # Hypothesis' example counts. `make test` runs each property test on Hypothesis' own default
 # (100 examples: the emitter's differential test took 40 s of the unit tests at 400);
 # `make test-deep` (HYPOTHESIS_PROFILE=deep) runs them on ten times as many. A property test
@@ -92,6 +98,7 @@ def cli_env(database_url: str, tmp_path: Path) -> dict[str, str]:
     """Environment for running the CLI in a subprocess against this test's database."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("APPROVALS_")}
     env["APPROVALS_DATABASE_URL"] = database_url
+    env["APPROVALS_EXAMPLES"] = "true"
     env["APPROVALS_DATA_DIR"] = str(tmp_path / "data")
     env["APPROVALS_CONFIG_FILE"] = str(tmp_path / "none.toml")
     return env

@@ -136,6 +136,9 @@ class Settings(BaseSettings):
     #: as HumanInTheLoopMiddleware takes a reject without one (the model gets its default text).
     require_reject_reason: bool = False
     graphs: dict[str, str] = Field(default_factory=dict)
+    #: Register the example agents (refund, email, refund_openai) beside ``graphs``:
+    #: ``approvals demo`` does by itself; a deployment registers only its own.
+    examples: bool = False
 
     # ---- the web app -------------------------------------------------------------------
     #: Signs session cookies and CSRF tokens. Unset: a random key kept in ``<data_dir>/secret_key``

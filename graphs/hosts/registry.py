@@ -44,13 +44,15 @@ from graphs.tool_call.tools import GovernedTool
 #: comes last: it takes whatever the others did not (and refuses what is no graph).
 FRAMEWORKS: tuple[HostFor, ...] = (openai.host_for, langgraph.host_for)
 
-DEFAULT_GRAPHS: dict[str, str] = {
+#: The example agents: registered by ``approvals demo``, and where the configuration asks for
+#: them (``APPROVALS_EXAMPLES=true``), never by default in a company's registry.
+EXAMPLE_GRAPHS: dict[str, str] = {
     "refund": "graphs.examples.refund:build",
     "email": "graphs.examples.email:build",
 }
 if importlib.util.find_spec("agents") is not None:
     # The OpenAI Agents SDK example, where the SDK is installed (the [openai] extra).
-    DEFAULT_GRAPHS["refund_openai"] = "graphs.examples.openai_refund:build"
+    EXAMPLE_GRAPHS["refund_openai"] = "graphs.examples.openai_refund:build"
 
 GraphFactory = Callable[
     [GraphDeps], Pregel[Any, Any, Any, Any] | Awaitable[Pregel[Any, Any, Any, Any]]
@@ -65,7 +67,7 @@ _ASYNC_NOT_LOADED = (
 class GraphRegistry:
     def __init__(self, deps: GraphDeps, entries: Mapping[str, str] | None = None) -> None:
         self._deps = deps
-        self._entries = {**DEFAULT_GRAPHS, **(entries or {})}
+        self._entries = dict(entries or {})
         self._hosts: dict[str, AgentHost] = {}
         self._loading = asyncio.Lock()
 

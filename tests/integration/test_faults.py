@@ -141,6 +141,7 @@ async def test_a_postgres_restart_under_load_loses_and_repeats_nothing(tmp_path:
             "APPROVALS_DATA_DIR": str(tmp_path / "data"),
             "APPROVALS_CONFIG_FILE": str(tmp_path / "x.toml"),
             "APPROVALS_DEMO_TOOL_DELAY": "0.2",
+            "APPROVALS_EXAMPLES": "true",
         }
         async with open_engine(url, settings) as engine:
             runs = [await start_refund(engine) for _ in range(8)]

@@ -55,6 +55,7 @@ def env(database_url: str, role: str, tmp_path: Path) -> dict[str, str]:
         "APPROVALS_MIGRATION_DATABASE_URL": database_url,
         "APPROVALS_DATA_DIR": str(tmp_path / "data"),
         "APPROVALS_CONFIG_FILE": str(tmp_path / "none.toml"),
+        "APPROVALS_EXAMPLES": "true",
     }
 
 

@@ -98,6 +98,7 @@ async def test_the_wheel_installs_migrates_and_pauses_the_demo_refund(
             "APPROVALS_DATABASE_URL": with_database(admin_url, name),
             "APPROVALS_DATA_DIR": str(tmp_path / "data"),
             "APPROVALS_CONFIG_FILE": str(tmp_path / "none.toml"),
+            "APPROVALS_EXAMPLES": "true",
         }
         approvals = tmp_path / "venv" / "bin" / "approvals"
         await asyncio.to_thread(run, approvals, "db", "upgrade", cwd=elsewhere, env=env)

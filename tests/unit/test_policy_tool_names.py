@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from approvals.errors import GraphLoadError
 from approvals.memory import MemoryApprovalRequests, MemoryStore, MemoryToolLedger
 from approvals.policy import PolicyError, check_tool_names, parse_policy
-from graphs.hosts.registry import DEFAULT_GRAPHS, GraphRegistry
+from graphs.hosts.registry import EXAMPLE_GRAPHS, GraphRegistry
 from graphs.tool_call.deps import GraphDeps
 from tests.unit.policy_tool_graphs import HOSTS, POLICIES, TOOLS
 
@@ -30,7 +30,7 @@ def _registry() -> GraphRegistry:
         ledger=MemoryToolLedger(store),
     )
     entries = {f"{host}__{key}": f"{MODULE}:{host}__{key}" for host in HOSTS for key in POLICIES}
-    return GraphRegistry(deps, entries)
+    return GraphRegistry(deps, {**EXAMPLE_GRAPHS, **entries})
 
 
 def _register(registry: GraphRegistry, host: str, key: str) -> list[str]:
@@ -110,6 +110,6 @@ def test_tool_may_be_absent_is_a_boolean_on_a_rule_that_names_a_tool() -> None:
     assert loaded.rules[0].tool_may_be_absent is False
 
 
-@pytest.mark.parametrize("name", sorted(DEFAULT_GRAPHS))
+@pytest.mark.parametrize("name", sorted(EXAMPLE_GRAPHS))
 def test_the_example_graphs_still_register(name: str) -> None:
     assert _registry().describe_tools(name)

@@ -205,7 +205,8 @@ def demo_command(
             await _work_until_settled(engine, outcome.run_id, stop)
         return await engine.report(outcome.run_id)
 
-    report = run_async(main, migrate=True)
+    # The demo's agents are the examples, registered here whatever the configuration says.
+    report = run_async(main, migrate=True, settings_update={"examples": True})
     typer.echo(f"\nRun {report['run_id']} is {report['status']}.")
     if report["answer"]:
         typer.echo(f"The agent answered: {report['answer']}")

@@ -60,7 +60,7 @@ def build_graphs(adapters: Adapters, effects: SqlSideEffects) -> Graphs:
     # docstring), not to dodge an import loop.
     from graphs.examples.effects import extras
     from graphs.hosts.openai.ports import openai_extras
-    from graphs.hosts.registry import GraphRegistry
+    from graphs.hosts.registry import EXAMPLE_GRAPHS, GraphRegistry
     from graphs.orchestration.runner import Runner
     from graphs.orchestration.worker import ExpirySweeper, Worker
     from graphs.tool_call.deps import GraphDeps
@@ -88,7 +88,8 @@ def build_graphs(adapters: Adapters, effects: SqlSideEffects) -> Graphs:
             ),
         },
     )
-    registry = GraphRegistry(deps, settings.graph_entries())
+    examples = EXAMPLE_GRAPHS if settings.examples else {}
+    registry = GraphRegistry(deps, {**examples, **settings.graph_entries()})
     runner = Runner(
         registry=registry,
         runs=adapters.runs,
