@@ -225,7 +225,9 @@ def _how_to_decide(first: PendingCall, user: str, password: str, public_url: str
         args["reason"] = "partial refund"
     # An OpenAI-SDK agent's requests take no edits (docs/openai-agents.md).
     edit = (
-        f"  {decide} approve --args {shlex.quote(json.dumps(args))} --as {user}\n"
+        # An edit is checked against the example's policy: that command must know the examples.
+        f"  APPROVALS_EXAMPLES=true {decide} approve --args {shlex.quote(json.dumps(args))}"
+        f" --as {user}\n"
         if any(rules.takes_args for rules in first.offered_rules)
         else ""
     )
