@@ -160,30 +160,9 @@ async def test_a_decision_the_sdk_cannot_apply_fails_the_run_visibly(engine: Eng
 # -- needs_approval predicates and ill-typed arguments ------------------------------------------
 
 
-def picky_payer(deps: GraphDeps) -> Agent[Any]:
-    async def over_100(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
-        return bool(params["amount"] > 100)  # TypeError for "lots"
-
-    @function_tool(needs_approval=over_100)
-    async def pay(amount: float) -> str:
-        """Pay an amount."""
-        call = current_call()
-        await effects_of(deps).record(
-            run_id=call.run_id, call_id=call.call_id, tool="pay", args={"to": str(amount)}
-        )
-        return f"paid {amount}"
-
-    def script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
-        if "p1" not in outputs:
-            return [("p1", "pay", {"amount": "lots"})], ""
-        return [], f"tool said: {outputs['p1']}"
-
-    return Agent(name="payer", model=ScriptedModel(script), tools=[pay])
-
-
-def broken_predicate(deps: GraphDeps) -> Agent[Any]:
-    async def needs(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
-        return bool(params["missing"])  # KeyError for every call
+def payer(deps: GraphDeps, needs: Any, amount: Any) -> Agent[Any]:
+    """An agent that calls ``pay(amount=amount)`` once; ``needs``: the tool's own
+    ``needs_approval``."""
 
     @function_tool(needs_approval=needs)
     async def pay(amount: float) -> str:
@@ -196,10 +175,24 @@ def broken_predicate(deps: GraphDeps) -> Agent[Any]:
 
     def script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
         if "p1" not in outputs:
-            return [("p1", "pay", {"amount": 5})], ""
+            return [("p1", "pay", {"amount": amount})], ""
         return [], f"tool said: {outputs['p1']}"
 
     return Agent(name="payer", model=ScriptedModel(script), tools=[pay])
+
+
+def picky_payer(deps: GraphDeps) -> Agent[Any]:
+    async def over_100(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+        return bool(params["amount"] > 100)  # TypeError for "lots"
+
+    return payer(deps, over_100, "lots")
+
+
+def broken_predicate(deps: GraphDeps) -> Agent[Any]:
+    async def needs(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+        return bool(params["missing"])  # KeyError for every call
+
+    return payer(deps, needs, 5)
 
 
 async def test_ill_typed_arguments_answer_the_model_before_the_tools_own_predicate(
