@@ -211,6 +211,10 @@ WITH threads AS (
 ), gone AS (
     DELETE FROM runs r WHERE r.id IN (SELECT id FROM doomed)
     RETURNING r.thread_id
+), kept_threads AS (
+    -- A thread the LangGraph face kept (its metadata) goes with its runs.
+    DELETE FROM langgraph_threads m WHERE m.thread_id IN (SELECT thread_id FROM gone)
+    RETURNING 1
 ), blobs AS (
     DELETE FROM checkpoint_blobs WHERE thread_id IN (SELECT thread_id FROM threads)
     RETURNING thread_id

@@ -47,6 +47,7 @@ from web.engine.edits import EditCheck
 from web.engine.grants import GrantUseCases
 from web.engine.reads import ReadUseCases
 from web.engine.runs import RunUseCases
+from web.engine.threads import ThreadUseCases
 from web.notifier import Notifier
 from web.settings import Settings
 
@@ -72,6 +73,7 @@ class Engine:
         self._decide = DecideUseCases(adapters, self._reads, self._edits)
         self._grants = GrantUseCases(adapters, self._reads)
         self._runs = RunUseCases(adapters, self._reads, self._agents)
+        self._threads = ThreadUseCases(adapters)
 
     async def close(self) -> None:
         """Close the listening connections the engine opened: the event hubs a stream made
@@ -158,6 +160,11 @@ class Engine:
         """A pooled connection, for what no use case covers: tests that set rows up or read
         them back, the benchmark. The faces never use it."""
         return self.adapters.db.pool.connection()
+
+    @property
+    def threads(self) -> ThreadUseCases:
+        """The LangGraph face's threads and their metadata (``web.engine.threads``)."""
+        return self._threads
 
     # -- Built on first use (``EventHubs``, ``AgentSide``) ---------------------------------
 

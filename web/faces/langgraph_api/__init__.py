@@ -24,6 +24,7 @@ from approvals.model import Run, RunStatus, Vote
 from approvals.principals import Principal
 from web.deps import EngineDep
 from web.engine import Engine
+from web.engine.threads import StoredThread
 from web.errors import ApiError
 from web.faces.langgraph_api.shapes import (
     AdmittedKey,
@@ -87,20 +88,34 @@ async def get_assistant(assistant_id: str, principal: AdmittedKey, engine: Engin
 
 @router.post("/threads")
 async def create_thread(body: ThreadCreate, principal: AdmittedKey, engine: EngineDep) -> Any:
-    """A new thread id (a thread is kept by its runs: metadata is not stored). An id already
-    in use is 409, one answer whoever asks (``if_exists="do_nothing"``: the thread, when the
-    caller may see it). A thread the caller may not see is taken all the same: the answer
-    says so and nothing else, neither its owner nor its state, nor whether it is one the
-    caller could see (thread ids are one namespace; its contents are what is hidden)."""
-    if body.thread_id is None:
-        return thread(str(uuid.uuid4()), None)
-    try:
-        run = await engine.visible_thread(body.thread_id, principal)
-    except RunNotFound as exc:
-        raise _taken() from exc
-    if run is not None and body.if_exists == "raise":
+    """A new thread, kept with its ``metadata`` (``web.engine.threads``). An id already in
+    use (kept, or holding runs) is 409, one answer whoever asks (``if_exists="do_nothing"``:
+    the thread, when the caller may see it). A thread the caller may not see is taken all
+    the same: the answer says so and nothing else, neither its owner nor its state, nor
+    whether it is one the caller could see (thread ids are one namespace; its contents are
+    what is hidden)."""
+    thread_id = body.thread_id or str(uuid.uuid4())
+    if body.thread_id is not None:
+        try:
+            run = await engine.visible_thread(body.thread_id, principal)
+        except RunNotFound as exc:
+            raise _taken() from exc
+        if run is not None:
+            if body.if_exists == "raise":
+                raise _taken()
+            return thread(thread_id, run, metadata=await _metadata(engine, run))
+    kept = await engine.threads.create(thread_id, body.metadata or {}, principal)
+    if kept is None and body.if_exists == "do_nothing":
+        kept = await engine.threads.own(thread_id, principal)
+    if kept is None:
         raise _taken()
-    return thread(body.thread_id, run)
+    return thread(thread_id, None, metadata=kept.metadata, created=kept.created_at)
+
+
+async def _metadata(engine: Engine, run: Run) -> dict[str, Any]:
+    """The metadata of ``run``'s thread (``run``: its latest, which the caller may see)."""
+    found = await engine.threads.metadata([run], {})
+    return dict(found.get(run.thread_id) or {})
 
 
 def _taken() -> ApiError:
@@ -111,8 +126,13 @@ def _taken() -> ApiError:
 async def get_thread(thread_id: str, principal: AdmittedKey, engine: EngineDep) -> Any:
     run = await _thread_run(engine, thread_id, principal)
     if run is None:
-        return thread(thread_id, None)
-    return thread(thread_id, run, await engine.thread_state(run, principal))
+        # Kept, with its metadata, for its creator; to anyone else an id like any other.
+        kept = await engine.threads.own(thread_id, principal)
+        if kept is None:
+            return thread(thread_id, None)
+        return thread(thread_id, None, metadata=kept.metadata, created=kept.created_at)
+    state = await engine.thread_state(run, principal)
+    return thread(thread_id, run, state, metadata=await _metadata(engine, run))
 
 
 @router.get("/threads/{thread_id}/state")
@@ -136,9 +156,10 @@ async def thread_history(thread_id: str, principal: AdmittedKey, engine: EngineD
 
 @router.post("/threads/search")
 async def search_threads(body: ThreadSearch, principal: AdmittedKey, engine: EngineDep) -> Any:
-    """Threads ``principal`` may see, newest first; ``status="interrupted"``: those with a
-    call waiting for it to decide. ``metadata`` filters on ``graph_id`` and
-    ``assistant_id`` (threads keep no other metadata)."""
+    """Threads ``principal`` may see: the ones it created that hold no run yet, newest
+    first, then those with runs, newest first; ``status="interrupted"``: those with a call
+    waiting for it to decide. ``metadata`` keeps the threads whose metadata (what their
+    creator gave, with ``graph_id`` and ``assistant_id``) contains it."""
     if body.values:
         raise InvalidValue("values", "searching threads by their values is not supported")
     wanted = body.offset + body.limit
@@ -148,11 +169,25 @@ async def search_threads(body: ThreadSearch, principal: AdmittedKey, engine: Eng
         runs = await engine.waiting_threads(principal, wanted)
     else:
         runs = await _latest_runs(engine, principal)
-    kept = [run for run in runs if _matches(run, body)][body.offset : wanted]
-    return [
-        thread(run.thread_id, run, await engine.thread_state(run, principal, values=False))
-        for run in kept
-    ]
+    runs = [run for run in runs if body.status in (None, thread(run.thread_id, run)["status"])]
+    found = await engine.threads.metadata(runs, body.metadata or {})
+    shown: list[Run | StoredThread] = []
+    if body.status in (None, "idle"):
+        shown += await engine.threads.own_without_runs(
+            principal, body.metadata or {}, body.ids, wanted
+        )
+    shown += [run for run in runs if run.thread_id in found]
+    return [await _found(engine, one, found, principal) for one in shown[body.offset : wanted]]
+
+
+async def _found(
+    engine: Engine, one: Run | StoredThread, found: dict[str, Any], principal: Principal
+) -> dict[str, Any]:
+    """A thread a search found: a run-less thread kept, or a thread's latest run."""
+    if isinstance(one, StoredThread):
+        return thread(one.thread_id, None, metadata=one.metadata, created=one.created_at)
+    state = await engine.thread_state(one, principal, values=False)
+    return thread(one.thread_id, one, state, metadata=found[one.thread_id])
 
 
 async def _seen_thread(engine: Engine, thread_id: str, principal: Principal) -> Run | None:
@@ -177,16 +212,6 @@ async def _latest_runs(engine: Engine, principal: Principal) -> list[Run]:
             break
         cursor = page.next_cursor
     return list(latest.values())
-
-
-def _matches(run: Run, body: ThreadSearch) -> bool:
-    status = thread(run.thread_id, run)["status"]
-    if body.status is not None and status != body.status:
-        return False
-    return all(
-        key in ("graph_id", "assistant_id") and value == run.graph
-        for key, value in (body.metadata or {}).items()
-    )
 
 
 async def _resume(
@@ -215,6 +240,9 @@ async def _start(
     latest = await _thread_run(engine, thread_id, principal)
     if latest is not None and latest.status in (RunStatus.RUNNING, RunStatus.WAITING):
         raise ThreadBusy(thread_id)
+    if latest is None and await engine.threads.kept_by_another(thread_id, principal):
+        # Another's thread: its first run would hand this caller its metadata.
+        raise _not_found("thread")
     if background:
         return await engine.start_in_background(
             body.assistant_id, given, principal=principal, thread_id=thread_id

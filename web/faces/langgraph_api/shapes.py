@@ -162,7 +162,7 @@ class ThreadCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     thread_id: ThreadId | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Annotated[dict[str, Any] | None, storable("metadata")] = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
 
 
@@ -249,15 +249,26 @@ def assistant(name: str) -> dict[str, Any]:
     }
 
 
-def thread(thread_id: str, run: Run | None, state: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A thread: its latest run's status, and (given ``state``) its values and interrupts."""
-    now = datetime.now(UTC).isoformat()
+def thread(
+    thread_id: str,
+    run: Run | None,
+    state: dict[str, Any] | None = None,
+    *,
+    metadata: dict[str, Any] | None = None,
+    created: datetime | None = None,
+) -> dict[str, Any]:
+    """A thread: its latest run's status, and (given ``state``) its values and interrupts;
+    ``metadata``: what the thread keeps (else its run's ``graph_id`` and ``assistant_id``);
+    ``created``: when a thread without runs was created."""
+    now = (created or datetime.now(UTC)).isoformat()
     interrupts = (state or {}).get("interrupts", [])
+    if metadata is None:
+        metadata = {"graph_id": run.graph, "assistant_id": run.graph} if run else {}
     return {
         "thread_id": thread_id,
         "created_at": run.created_at.isoformat() if run else now,
         "updated_at": run.updated_at.isoformat() if run else now,
-        "metadata": {"graph_id": run.graph, "assistant_id": run.graph} if run else {},
+        "metadata": metadata,
         "status": THREAD_STATUS.get(run.status, "idle") if run else "idle",
         "values": (state or {}).get("values", {}),
         "interrupts": {i["id"]: [i] for i in interrupts},
