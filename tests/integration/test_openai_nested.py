@@ -216,3 +216,49 @@ async def test_a_predicate_that_fails_answers_the_model_invalid_arguments(
     assert "invalid_arguments" in run.answer
     assert "KeyError" in run.answer
     assert await sends(engine, run.run_id) == []
+
+
+def slashed(deps: GraphDeps) -> Agent[Any]:
+    """A top-level call whose model-made id looks like a nested call's place."""
+    return outer_with_id(deps, "o1/n1")
+
+
+def outer_with_id(deps: GraphDeps, call_id: str) -> Agent[Any]:
+    nested = sender(deps, "?").as_tool("messenger", "Sends one message.")
+
+    @function_tool(needs_approval=True)
+    async def send(to: str) -> str:
+        """Send the message. Needs approval."""
+        call = current_call()
+        await effects_of(deps).record(
+            run_id=call.run_id, call_id=call.call_id, tool="send", args={"to": to}
+        )
+        return f"sent to {to}"
+
+    def script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
+        if "o1" not in outputs:
+            return [("o1", "messenger", {"input": "x"}), (call_id, "send", {"to": "y"})], ""
+        return [], f"{outputs['o1']} | {outputs.get(call_id)}"
+
+    return Agent(name="outer", model=ScriptedModel(script), tools=[nested, send])
+
+
+async def test_a_model_made_call_id_cannot_name_a_nested_calls_place(engine: Engine) -> None:
+    """The top-level model names its own call ``o1/n1``, the place of the nested call ``n1``
+    inside ``o1``: the two stay apart (the slash is escaped), each with its request, and each
+    runs once."""
+    engine.registry._entries["slashed"] = f"{HERE}:slashed"
+    run = await engine.runner.start("slashed", {"message": "go"}, principal="alice")
+    assert run.status == "waiting", run
+    calls = set()
+    for request_id in run.pending:
+        request = await engine.requests.get(request_id)
+        assert request is not None
+        calls.add(request.call_id)
+        await engine.decide_as_operator(request_id, "approve", principal="bob")
+    assert calls == {"o1/n1", "o1%2Fn1"}
+    await engine.drain()
+    finished = await engine.runs.get(run.run_id)
+    assert finished is not None
+    assert finished.status == "completed", finished
+    assert await sends(engine, run.run_id) == [("o1%2Fn1", "y"), ("o1/n1", "x")]

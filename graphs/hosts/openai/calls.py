@@ -324,8 +324,14 @@ def scoped_call_id(call_id: str) -> str:
     """The call id the engine records for the SDK's ``call_id`` here: prefixed with the call
     ids of the ``as_tool`` agent calls it runs inside (``"o1/n1"``), so two nested runs whose
     models both name a call ``n1`` get a request, a ledger row and an identity each. A call of
-    the top-level agent keeps its own id."""
-    return PATH_SEPARATOR.join((*_AGENT_PATH.get(), call_id))
+    the top-level agent keeps its own id. A ``/`` (or ``%``) in a model's own call id is
+    escaped (``%2F``, ``%25``), so no call id a model makes up names another call's place."""
+    return PATH_SEPARATOR.join(escaped_call_id(c) for c in (*_AGENT_PATH.get(), call_id))
+
+
+def escaped_call_id(call_id: str) -> str:
+    """A model's call id as one part of a scoped call id."""
+    return call_id.replace("%", "%25").replace(PATH_SEPARATOR, "%2F")
 
 
 _CURRENT_CALL: ContextVar[ToolCall | None] = ContextVar("approvals_openai_call", default=None)
@@ -425,7 +431,7 @@ class GovernedInvoke:
             # A nested agent: its own function tools go through the ledger one by one, their
             # call ids scoped by this call's; the nested run itself may pause and resume, so
             # it is not a single execution.
-            path = _AGENT_PATH.set((*_AGENT_PATH.get(), own_id))
+            path = _AGENT_PATH.set((*_AGENT_PATH.get(), own_id))  # escaped when joined
             try:
                 return await invoke()
             finally:

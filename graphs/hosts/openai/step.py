@@ -31,7 +31,7 @@ from approvals.identity import call_identity
 from approvals.model import RunStatus
 from graphs.hooks.governance import Session, SessionHolder, record_row
 from graphs.hosts.base import HostServices
-from graphs.hosts.openai.calls import PATH_SEPARATOR, HostRun, enter, leave
+from graphs.hosts.openai.calls import PATH_SEPARATOR, HostRun, enter, escaped_call_id, leave
 from graphs.hosts.openai.governed import GovernedAgent, reachable
 from graphs.hosts.openai.mcp import connected as mcp_connected
 from graphs.hosts.openai.model_calls import ModelCallBlocked, governed_run_config
@@ -315,7 +315,8 @@ def request_for(
     for scoped, (request_id, identity) in known.items():
         if scoped in taken:
             continue
-        if scoped != own and not scoped.endswith(PATH_SEPARATOR + own):
+        own_escaped = escaped_call_id(own)
+        if scoped != own_escaped and not scoped.endswith(PATH_SEPARATOR + own_escaped):
             continue
         try:
             matches = call_identity(run_id=run_id, call_id=scoped, tool=name, args=args)
