@@ -1,6 +1,11 @@
 """Telling people a call waits for them: the notifier loop that feeds the channels
-(``web.channels``: signed webhooks, a Slack-compatible incoming webhook, e-mail over SMTP). What
-a notice says and how it is signed, the pure part, is ``approvals.notify``.
+(``web.channels``: signed webhooks, a Slack-compatible incoming webhook, the Slack app, e-mail
+over SMTP). What a notice says and how it is signed, the pure part, is ``approvals.notify``.
+
+The same poll updates the Slack app's posted messages once their request no longer waits for
+them, by whatever route it ended (``SlackAppChannel.claim_updates``): the state is read from
+the tables, not from the request events' NOTIFY, so an update owed while no worker listened
+(a restart, a dropped connection) is still made; retries, backoff and leases as for a post.
 
 The notifier polls with one statement that claims what is owed (see ``claim_notifications``):
 a delivery per (request, channel, escalation level), inserted by exactly one worker, so several
@@ -24,11 +29,13 @@ from approvals.notify import DeliveryStatus, Notice, RunNotice, backoff_seconds
 from storage.db import Database
 from storage.notifications import PgNotifications
 from storage.run_events import PgRunEvents
+from storage.slack_messages import OwedUpdate
 from web.channels import (
     Channel,
     EmailLinks,
     LinkDesk,
     Outcome,
+    SlackAppChannel,
     WebhookChannel,
     channels_from_settings,
 )
@@ -81,6 +88,8 @@ class Notifier:
         self._channels = {c.name: c for c in channels}
         # Runs are told to webhooks only: they are for programs waiting on a run, not people.
         self._webhooks = {c.name: c for c in channels if isinstance(c, WebhookChannel)}
+        # The Slack app's posted messages are updated once their request no longer waits.
+        self._slack_apps = [c for c in channels if isinstance(c, SlackAppChannel)]
         self._public_url = public_url
         self._default_group = default_group
         self._max_attempts = max_attempts
@@ -107,11 +116,12 @@ class Notifier:
     ) -> Notifier:
         """The notifier the settings configure. ``db``: the database the one-time e-mail
         links check accounts and requests in and audit their use in (without it, e-mails
-        carry no links and ``email_links`` is ``None``)."""
+        carry no links and ``email_links`` is ``None``), and the Slack app reads requests
+        and records its messages in (without it, no Slack app channel)."""
         desk = email_link_desk(db, settings) if db is not None else None
         notifier = cls(
             store,
-            channels_from_settings(settings, desk),
+            channels_from_settings(settings, desk, db),
             public_url=settings.public_url,
             default_group=settings.default_approver_group,
             max_attempts=settings.notify_max_attempts,
@@ -140,7 +150,11 @@ class Notifier:
             if self._runs is not None
             else []
         )
-        if not rows and not run_rows:
+        updates: list[tuple[SlackAppChannel, OwedUpdate]] = []
+        for app in self._slack_apps:
+            owed = await app.claim_updates(limit=self._batch, lease_seconds=self._lease)
+            updates.extend((app, o) for o in owed)
+        if not rows and not run_rows and not updates:
             return 0
         notices = [
             Notice.from_row(r, public_url=self._public_url, default_group=self._default_group)
@@ -153,8 +167,9 @@ class Notifier:
             await asyncio.gather(
                 *(self._deliver(n, client) for n in notices),
                 *(self._deliver_run(n, client) for n in run_notices),
+                *(self._deliver_update(app, o, client) for app, o in updates),
             )
-        return len(notices) + len(run_notices)
+        return len(notices) + len(run_notices) + len(updates)
 
     async def _attempt(self, sending: Awaitable[Outcome], what: str) -> Outcome:
         """One delivery attempt, bounded as a whole; a channel that fails is retried (a bug in
@@ -203,6 +218,32 @@ class Notifier:
             error=outcome.error,
             retry_in=retry_in,
         )
+
+    async def _deliver_update(
+        self, app: SlackAppChannel, owed: OwedUpdate, client: httpx.AsyncClient
+    ) -> None:
+        """Update one posted Slack message, retried as a post is."""
+        outcome = await self._attempt(
+            app.update(owed, client), f"Slack message update {owed.id} ({owed.channel})"
+        )
+        outcome, retry_in = self._settled(outcome, owed.attempt)
+        level = log.info if outcome.status is DeliveryStatus.SENT else log.warning
+        level(
+            "Slack message %s (request %s, channel %s, ts %s) update attempt %s: %s%s",
+            owed.id,
+            owed.request_id,
+            owed.channel,
+            owed.ts,
+            owed.attempt,
+            outcome.status.value,
+            f" ({outcome.error})" if outcome.error else "",
+        )
+        if not await app.record_update(owed, outcome, retry_in):
+            log.warning(
+                "Slack message %s: lease lapsed during attempt %s; another worker holds it",
+                owed.id,
+                owed.attempt,
+            )
 
     async def _deliver(self, notice: Notice, client: httpx.AsyncClient) -> None:
         channel = self._channels[notice.channel]

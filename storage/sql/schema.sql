@@ -1093,6 +1093,31 @@ CREATE SEQUENCE public.sign_in_failures_id_seq
 
 ALTER SEQUENCE public.sign_in_failures_id_seq OWNED BY public.sign_in_failures.id;
 
+CREATE TABLE public.slack_messages (
+    id bigint NOT NULL,
+    request_id uuid NOT NULL,
+    escalation_level integer NOT NULL,
+    target text NOT NULL,
+    channel text NOT NULL,
+    ts text NOT NULL,
+    posted_at timestamp with time zone DEFAULT now() NOT NULL,
+    status text DEFAULT 'posted'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_error text,
+    updated_at timestamp with time zone,
+    CONSTRAINT slack_messages_status_check CHECK ((status = ANY (ARRAY['posted'::text, 'updating'::text, 'retry'::text, 'updated'::text, 'failed'::text, 'skipped'::text])))
+);
+
+ALTER TABLE public.slack_messages ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.slack_messages_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
 CREATE TABLE public.slack_users (
     slack_user text NOT NULL,
     account text NOT NULL,
@@ -1269,6 +1294,15 @@ ALTER TABLE ONLY public.runs
 ALTER TABLE ONLY public.sign_in_failures
     ADD CONSTRAINT sign_in_failures_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_channel_ts_key UNIQUE (channel, ts);
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_request_id_escalation_level_target_key UNIQUE (request_id, escalation_level, target);
+
 ALTER TABLE ONLY public.slack_users
     ADD CONSTRAINT slack_users_account_key UNIQUE (account);
 
@@ -1357,6 +1391,8 @@ CREATE INDEX sign_in_failures_account ON public.sign_in_failures USING btree (ac
 
 CREATE INDEX sign_in_failures_at ON public.sign_in_failures USING btree (at);
 
+CREATE INDEX slack_messages_owed_idx ON public.slack_messages USING btree (next_attempt_at) WHERE (status = ANY (ARRAY['posted'::text, 'updating'::text, 'retry'::text]));
+
 CREATE INDEX standing_grant_uses_grant_idx ON public.standing_grant_uses USING btree (grant_id);
 
 CREATE INDEX standing_grants_live_idx ON public.standing_grants USING btree (run_id, tool, rule) WHERE (revoked_at IS NULL);
@@ -1435,6 +1471,9 @@ ALTER TABLE ONLY public.run_events
 
 ALTER TABLE ONLY public.run_notification_deliveries
     ADD CONSTRAINT run_notification_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES public.run_events(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.slack_messages
+    ADD CONSTRAINT slack_messages_request_id_fkey FOREIGN KEY (request_id) REFERENCES public.approval_requests(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.slack_users
     ADD CONSTRAINT slack_users_account_fkey FOREIGN KEY (account) REFERENCES public.users(name) ON DELETE CASCADE;

@@ -56,12 +56,16 @@ class StandIn:
 
     url: str = ""
     calls: list[Call] = field(default_factory=list)
+    #: Answers to give, by method, before the usual ones (a failure, say).
+    scripted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, call: Call) -> dict[str, Any]:
         with self._lock:
             self.calls.append(call)
             n = len(self.calls)
+            if self.scripted.get(call.method):
+                return self.scripted[call.method].pop(0)
         if call.method == "chat.postMessage":
             return {"ok": True, "channel": call.body["channel"], "ts": f"1700000000.{n:06d}"}
         return {"ok": True}

@@ -12,6 +12,7 @@ A new channel is a module here and its lines in ``channels_from_settings``.
 from __future__ import annotations
 
 from approvals.errors import ConfigurationError
+from storage.db import Database
 from web.channels.channel import Channel, Outcome
 from web.channels.slack import SlackChannel
 from web.channels.slack_app import SlackAppChannel, slack_channel
@@ -33,17 +34,20 @@ __all__ = [
 ]
 
 
-def channels_from_settings(settings: Settings, desk: LinkDesk | None = None) -> list[Channel]:
+def channels_from_settings(
+    settings: Settings, desk: LinkDesk | None = None, db: Database | None = None
+) -> list[Channel]:
     """The configured channels; none configured, none returned (and nothing is sent).
-    ``desk``: the e-mail channel's one-time links (none: its e-mail carries none), whose
-    database the Slack app reads requests in (none: no Slack app channel)."""
+    ``desk``: the e-mail channel's one-time links (none: its e-mail carries none); ``db``:
+    where the Slack app reads requests and records its messages (none: no Slack app
+    channel)."""
     channels: list[Channel] = [
         WebhookChannel.from_target(w, legacy_signature=settings.webhook_legacy_signature)
         for w in settings.notify_webhooks
     ]
     if settings.notify_slack_webhook is not None:
         channels.append(SlackChannel(settings.notify_slack_webhook.get_secret_value()))
-    slack_app = slack_channel(settings, desk.requests if desk is not None else None)
+    slack_app = slack_channel(settings, db)
     if slack_app is not None:
         channels.append(slack_app)
     personal = desk is not None and bool(desk.addresses)

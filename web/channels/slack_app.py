@@ -5,7 +5,10 @@ decides as the Slack user's linked account (``approvals users link NAME --slack 
 
 - ``SlackApi``: Slack's Web API (``APPROVALS_SLACK_API_URL``), a method and a JSON body.
 - ``SlackAppChannel``: the channel the notifier feeds, so posting has the notification queue's
-  retries, backoff and leases, and never blocks a run.
+  retries, backoff and leases, and never blocks a run. It records each message it posts
+  (``storage.slack_messages``), and once the request no longer waits for it, by whatever
+  route (a click, the web, the API, the CLI, an e-mail link, expiry, escalation, a cancelled
+  run), the notifier has it update the message (``chat.update``) with the same retries.
 - ``signature_ok``: Slack's request signature (v0), checked before anything is read.
 - ``SlackDesk``: what the face needs: the API, the links and the audit of clicks.
 """
@@ -18,17 +21,25 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
-from approvals.notify import DeliveryStatus, Notice
+from approvals.model import DecisionRecord, PendingCall
+from approvals.notify import DeliveryStatus, Notice, request_link
 from approvals.states import RequestStatus
 from storage.db import Database
+from storage.requests import PgApprovalRequests
 from storage.slack import PgSlack
+from storage.slack_messages import FAILED, RETRY, SKIPPED, UPDATED, OwedUpdate, PgSlackMessages
 from web.channels.channel import Outcome, http_outcome
-from web.channels.slack_blocks import waiting_message
-from web.channels.smtp import RequestReader
+from web.channels.slack_blocks import (
+    ending_line,
+    escalated_line,
+    escape,
+    settled_message,
+    waiting_message,
+)
 from web.settings import Settings
 
 log = logging.getLogger("approvals.slack")
@@ -111,9 +122,36 @@ class SlackApi:
         return Answer(outcome=Outcome(status, 200, f"{method}: {error}"), data=data)
 
 
+class SlackRequests(Protocol):
+    """The requests, and their decisions, as the channel reads them."""
+
+    async def get(self, request_id: str) -> PendingCall | None: ...
+
+    async def decision_of(self, request_id: str) -> tuple[str, DecisionRecord | None]: ...
+
+
+async def decider(links: PgSlack, principal: str) -> str:
+    """How a message names who decided: the Slack user linked to the local account, and the
+    account; any other principal by its id."""
+    account = principal.removeprefix("local:") if principal.startswith("local:") else None
+    slack_user = await links.slack_user_of(account) if account is not None else None
+    if account is not None and slack_user is not None:
+        return f"<@{slack_user}> ({escape(account)})"
+    return escape(account or principal)
+
+
+async def ending(links: PgSlack, requests: SlackRequests, request: PendingCall) -> str:
+    """The line of a request that no longer waits (``slack_blocks.ending_line``)."""
+    _, decision = await requests.decision_of(request.id)
+    who = await decider(links, decision.principal) if decision is not None else ""
+    return ending_line(request, decision, who)
+
+
 class SlackAppChannel:
     """Posts a waiting call's message, with its buttons, to the channel of each of its
-    approver groups that has one, else to the default channel."""
+    approver groups that has one, else to the default channel; records each message posted,
+    and updates it once its request no longer waits for it (``claim_updates``, ``update``,
+    ``record_update``: the notifier runs them beside the posts, with their retries)."""
 
     name = "slack_app"
 
@@ -121,12 +159,18 @@ class SlackAppChannel:
         self,
         api: SlackApi,
         *,
-        requests: RequestReader,
+        requests: SlackRequests,
+        messages: PgSlackMessages,
+        links: PgSlack,
+        public_url: str,
         channel: str | None = None,
         group_channels: Mapping[str, str] | None = None,
     ) -> None:
         self._api = api
         self._requests = requests
+        self._messages = messages
+        self._links = links
+        self._public_url = public_url
         self._channel = channel
         self._group_channels = dict(group_channels or {})
 
@@ -145,19 +189,58 @@ class SlackAppChannel:
         if not targets:
             groups = ", ".join(notice.approver_groups)
             return Outcome(DeliveryStatus.SKIPPED, error=f"no Slack channel for groups {groups}")
+        level = notice.escalation_level
+        # A retry after a failure posts only where the last attempt did not.
+        done = await self._messages.posted_targets(request.id, level)
         text, blocks = waiting_message(request, notice.link)
         for target in targets:
+            if target in done:
+                continue
             body = {"channel": target, "text": text, "blocks": blocks, "unfurl_links": False}
             answer = await self._api.call(client, "chat.postMessage", body)
             if not answer.ok:
                 return answer.outcome
-            log.info(
-                "request %s posted to Slack channel %s (ts %s)",
-                request.id,
-                answer.data.get("channel", target),
-                answer.data.get("ts"),
-            )
+            channel, ts = answer.data.get("channel"), answer.data.get("ts")
+            log.info("request %s posted to Slack channel %s (ts %s)", request.id, channel, ts)
+            if isinstance(ts, str) and ts:
+                await self._messages.posted(
+                    request.id,
+                    escalation_level=level,
+                    target=target,
+                    channel=channel if isinstance(channel, str) and channel else target,
+                    ts=ts,
+                )
         return Outcome(DeliveryStatus.SENT, 200)
+
+    async def claim_updates(self, *, limit: int, lease_seconds: float) -> list[OwedUpdate]:
+        """The messages owed an update now: their request no longer waits for them."""
+        return await self._messages.claim(limit=limit, lease_seconds=lease_seconds)
+
+    async def update(self, owed: OwedUpdate, client: httpx.AsyncClient) -> Outcome:
+        """Update a message to say how its request ended (or that it was escalated past the
+        message's approvers), its decision buttons removed; the link to its page stays."""
+        request = await self._requests.get(owed.request_id)
+        if request is None:
+            return Outcome(DeliveryStatus.SKIPPED, error="the request is gone")
+        if request.status is RequestStatus.PENDING:
+            if request.escalation_level <= owed.escalation_level:
+                return Outcome(DeliveryStatus.SKIPPED, error="the request still waits")
+            line = escalated_line(request)
+        else:
+            line = await ending(self._links, self._requests, request)
+        link = request_link(self._public_url, request.id)
+        text, blocks = settled_message(request, link, line, still_waiting=False)
+        body = {"channel": owed.channel, "ts": owed.ts, "text": text, "blocks": blocks}
+        return (await self._api.call(client, "chat.update", body)).outcome
+
+    async def record_update(self, owed: OwedUpdate, outcome: Outcome, retry_in: float) -> bool:
+        """Settle an attempt of ``update``; ``False`` when its lease had lapsed."""
+        status = {
+            DeliveryStatus.SENT: UPDATED,
+            DeliveryStatus.RETRY: RETRY,
+            DeliveryStatus.SKIPPED: SKIPPED,
+        }.get(outcome.status, FAILED)
+        return await self._messages.record(owed, status, error=outcome.error, retry_in=retry_in)
 
 
 def slack_api(settings: Settings) -> SlackApi | None:
@@ -167,18 +250,21 @@ def slack_api(settings: Settings) -> SlackApi | None:
     return SlackApi(url=settings.slack_api_url, token=settings.slack_bot_token.get_secret_value())
 
 
-def slack_channel(settings: Settings, requests: RequestReader | None) -> SlackAppChannel | None:
+def slack_channel(settings: Settings, db: Database | None) -> SlackAppChannel | None:
     """The channel the settings configure (a bot token and a channel, default or a group's),
-    reading requests with ``requests``; ``None`` when not configured, or without a database
-    to read the requests in."""
+    reading requests and recording its messages in ``db``; ``None`` when not configured, or
+    without a database."""
     api = slack_api(settings)
-    if api is None or requests is None:
+    if api is None or db is None:
         return None
     if not settings.slack_channel and not settings.slack_group_channels:
         return None
     return SlackAppChannel(
         api,
-        requests=requests,
+        requests=PgApprovalRequests(db),
+        messages=PgSlackMessages(db),
+        links=PgSlack(db),
+        public_url=settings.public_url,
         channel=settings.slack_channel,
         group_channels=settings.slack_group_channels,
     )
@@ -194,6 +280,7 @@ class SlackDesk:
     api: SlackApi | None
     signing_secret: str | None
     links: PgSlack
+    messages: PgSlackMessages
     public_url: str
 
     @classmethod
@@ -203,5 +290,6 @@ class SlackDesk:
             api=slack_api(settings),
             signing_secret=secret.get_secret_value() if secret is not None else None,
             links=PgSlack(db),
+            messages=PgSlackMessages(db),
             public_url=settings.public_url,
         )

@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from approvals.decision_kinds import KIND_RULES, DecisionKind
-from approvals.model import PendingCall
+from approvals.model import DecisionRecord, PendingCall
+from approvals.states import RequestStatus
 
 #: A button's ``action_id`` names its decision: ``approvals.approve``, ``approvals.reject``,
 #: ``approvals.respond``; its ``value`` is the request's id.
@@ -142,6 +143,34 @@ def settled_message(
         )
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": line}]})
     return f"{text}: {line}", blocks
+
+
+def ending_line(request: PendingCall, decision: DecisionRecord | None, who: str) -> str:
+    """The line of a request that no longer waits: who decided what, and when (``who``: the
+    decider as ``decider`` names them), or how else it ended, whichever route ended it."""
+    at = decision.decided_at if decision is not None else request.decided_at
+    stamp = f" at {when(at)}" if at is not None else ""
+    if request.status is RequestStatus.EXPIRED:
+        return f"Expired{stamp}: nobody decided it in time"
+    if request.status is RequestStatus.CANCELLED:
+        return f"Cancelled{stamp}: its run was cancelled"
+    if request.status is RequestStatus.SUPERSEDED:
+        return f"Superseded{stamp}: the call changed, and a new request replaces this one"
+    if decision is None:
+        return f"No longer waiting: {request.status.value}"
+    line = f"{PAST.get(decision.kind, 'Decided')} by {who}{stamp}"
+    if decision.reason and decision.kind is not DecisionKind.APPROVE:
+        line += f": {escape(decision.reason[:500])}"
+    return line
+
+
+def escalated_line(request: PendingCall) -> str:
+    """The line of a message whose approvers the request was escalated past."""
+    groups = ", ".join(request.approvers) or "the default approvers"
+    return (
+        f"Escalated to {escape(groups)} (level {request.escalation_level}):"
+        " these buttons no longer decide it"
+    )
 
 
 def text_modal(

@@ -13,7 +13,9 @@ it).
   the answer; its submission (``view_submission``) decides.
 - Slack waits three seconds for the answer: the decision is one transaction, and the slow
   calls to Slack (``views.open``, ``chat.update``, ``chat.postEphemeral``) run after the
-  answer. A decision updates the message to say who decided what, and when. A click that
+  answer. A decision updates the message to say who decided what, and when (a request
+  decided, or ended, by another route has its messages updated by the notifier:
+  ``web.channels.slack_app``). A click that
   decides nothing (the request no longer waits, the user is linked to no account or may not
   decide it) gets an explanation only its clicker sees.
 - Every click is audited, whether it decided or not (``slack.decided``, ``slack.asked``: a
@@ -47,9 +49,8 @@ from approvals.errors import (
 from approvals.model import DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.notify import request_link
 from approvals.principals import Principal
-from web.channels.slack_app import SlackDesk, signature_ok
+from web.channels.slack_app import SlackDesk, decider, ending, signature_ok
 from web.channels.slack_blocks import (
-    PAST,
     TEXT_ACTION,
     TEXT_BLOCK,
     action_id,
@@ -57,7 +58,6 @@ from web.channels.slack_blocks import (
     settled_message,
     slack_kinds,
     text_modal,
-    when,
 )
 from web.deps import EngineDep, settings_of
 from web.engine import Engine
@@ -273,15 +273,16 @@ async def _audit(
     )
 
 
-async def _call(desk: SlackDesk, method: str, body: dict[str, Any]) -> None:
+async def _call(desk: SlackDesk, method: str, body: dict[str, Any]) -> bool:
     """One Web API call after the answer; a failure is logged (the click's outcome stands)."""
     if desk.api is None:
         log.warning("Slack %s not called: no bot token (APPROVALS_SLACK_BOT_TOKEN)", method)
-        return
+        return False
     async with httpx.AsyncClient(timeout=SLACK_TIMEOUT, follow_redirects=False) as client:
         answer = await desk.api.call(client, method, body)
     if not answer.ok:
         log.warning("Slack %s failed: %s", method, answer.outcome.error)
+    return answer.ok
 
 
 async def _open_modal(desk: SlackDesk, engine: Engine, click: Click, found: PendingCall) -> None:
@@ -291,29 +292,6 @@ async def _open_modal(desk: SlackDesk, engine: Engine, click: Click, found: Pend
     await _call(desk, "views.open", {"trigger_id": click.trigger_id, "view": view})
 
 
-async def _decider(desk: SlackDesk, principal: str) -> str:
-    """How the message names who decided: the Slack user linked to the local account, and the
-    account; any other principal by its id."""
-    account = principal.removeprefix("local:") if principal.startswith("local:") else None
-    slack_user = await desk.links.slack_user_of(account) if account is not None else None
-    if account is not None and slack_user is not None:
-        return f"<@{slack_user}> ({escape(account)})"
-    return escape(account or principal)
-
-
-async def _ending(desk: SlackDesk, engine: Engine, request: PendingCall) -> str:
-    """The line of a request that no longer waits: who decided what, and when (the same
-    whichever click, or face, it was decided by), or how else it ended."""
-    _, decision = await engine.requests.decision_of(request.id)
-    if decision is None:
-        return f"No longer waiting: {request.status.value}"
-    who = await _decider(desk, decision.principal)
-    line = f"{PAST.get(decision.kind, 'Decided')} by {who} at {when(decision.decided_at)}"
-    if decision.reason and decision.kind is not DecisionKind.APPROVE:
-        line += f": {escape(decision.reason[:500])}"
-    return line
-
-
 async def _update(desk: SlackDesk, engine: Engine, click: Click, vote: Vote | None) -> None:
     """Show on the clicked message where its request stands: a vote counted (the buttons
     stay), or how it ended."""
@@ -321,16 +299,18 @@ async def _update(desk: SlackDesk, engine: Engine, click: Click, vote: Vote | No
     if current is None or not click.channel or not click.ts:
         return
     if vote is not None:
-        who = await _decider(desk, vote.principal)
+        who = await decider(desk.links, vote.principal)
         line = f"{who} approved: {vote.approvals} of the {vote.quorum} approvals needed"
     elif current.status is RequestStatus.PENDING:
         return
     else:
-        line = await _ending(desk, engine, current)
+        line = await ending(desk.links, engine.requests, current)
     link = request_link(desk.public_url, current.id)
     text, blocks = settled_message(current, link, line, still_waiting=vote is not None)
     body = {"channel": click.channel, "ts": click.ts, "text": text, "blocks": blocks}
-    await _call(desk, "chat.update", body)
+    if await _call(desk, "chat.update", body) and vote is None:
+        # The notifier owes this message no update of its own (its others it still does).
+        await desk.messages.settled(click.channel, click.ts)
 
 
 async def _tell(
