@@ -224,6 +224,22 @@ class DatabaseUnavailable(ApprovalsError):
         super().__init__(f"database unavailable: {detail}")
 
 
+class StartsBusy(ApprovalsError):
+    """The process already starts as many runs as its pool serves, and no place came free in
+    time: this run was not started, and nothing of it was written. Retry after
+    ``retry_after`` seconds."""
+
+    category = Category.UNAVAILABLE
+
+    def __init__(self, waited: float, retry_after: int) -> None:
+        self.waited = waited
+        self.retry_after = retry_after
+        super().__init__(
+            f"too many runs are starting at once: waited {waited:g} s for a place and started"
+            f" nothing (retry in {retry_after} s)"
+        )
+
+
 class AccountExists(ApprovalsError):
     """A local account or API token of that name already exists."""
 

@@ -36,8 +36,14 @@ async def engine_error(request: Request, exc: ApprovalsError) -> Response:
     if status in (401, 403):
         log.warning("refused %s %s: %s", request.method, request.url.path, exc)
     if not request.url.path.startswith("/api/"):
-        return await error_page(request, exc)
-    return await api_error(request, ApiError.from_error(exc))
+        response = await error_page(request, exc)
+    else:
+        response = await api_error(request, ApiError.from_error(exc))
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(retry_after, int):
+        # A refusal that says when to come back (StartsBusy): RFC 9110 section 10.2.3.
+        response.headers["retry-after"] = str(retry_after)
+    return response
 
 
 async def login_required(request: Request, exc: LoginRequired) -> Response:

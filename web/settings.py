@@ -132,6 +132,10 @@ class Settings(BaseSettings):
     request_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     worker_concurrency: int = Field(default=4, ge=1, le=64)
     pool_max_size: int = Field(default=20, ge=2, le=500)
+    #: How long a start waits for a place among the runs a process starts at once (half the
+    #: pool, docs/deployment.md "Pool sizing") before it is refused (``StartsBusy``, a 503
+    #: with Retry-After), with nothing written. 0: refused at once when none is free.
+    start_wait_seconds: float = Field(default=10.0, ge=0, le=600)
     #: Refuse a rejection without a reason (the web form, the API, the CLI). Off by default,
     #: as HumanInTheLoopMiddleware takes a reject without one (the model gets its default text).
     require_reject_reason: bool = False

@@ -13,6 +13,7 @@ call pauses.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from agent_hooks import (
 from langgraph.types import interrupt
 
 from approvals.decision_kinds import Ruling
+from approvals.errors import DatabaseUnavailable
 from approvals.grants import SHOWN_KEY, Grant, Offer, StandingGrants, Within
 from approvals.identity import call_identity
 from approvals.masking import Withheld, mask_shown
@@ -51,6 +53,7 @@ from approvals.ports import ApprovalRequests, NewRequest
 from approvals.redaction import redact_shown, redacted_paths, restore, withheld
 from approvals.tracing import annotate, run_span
 from graphs.hooks import hitl
+from graphs.hooks.flights import Flights
 
 
 class ApprovalSlot(Protocol):
@@ -106,6 +109,12 @@ class DeferredSlot:
     @property
     def failed(self) -> bool:
         return self._slot is not None and self._slot.failed
+
+    @property
+    def retryable(self) -> bool:
+        """The slot failed on a slow or unreachable database (``StoredDecisionResolver``):
+        asking it again is safe."""
+        return bool(getattr(self._slot, "retryable", False))
 
     @property
     def request(self) -> Any:
@@ -253,6 +262,11 @@ class StoredDecisionResolver:
         #: The standing grant that decided the call instead of a request (``approvals.grants``).
         self.grant: Grant | None = None
         self.failed = False
+        #: The failure was the database's: slow (the resolver's time ran out while the read
+        #: waited for a connection) or unreachable. Asking again is safe (``Session.emit``).
+        self.retryable = False
+        #: The grant's use and the request's opening, kept running past a timeout.
+        self._flights = Flights()
 
     @property
     def awaiting_human(self) -> bool:
@@ -271,13 +285,37 @@ class StoredDecisionResolver:
 
     async def resolve(self, request: ApprovalRequest, /) -> ApprovalResolution:
         self.escalation = request.verdict
+        self.failed = self.retryable = False
         try:
             return await self._resolve(request)
-        except BaseException:
+        except BaseException as exc:
             # Reading the decision failed (or timed out): not "no decision yet". The caller
             # must not pause again on a call that may already be decided.
             self.failed = True
+            # A timeout cancels the read here (the emitter's resolver bound), most often while
+            # it waits for a pool connection: the database is busy, not wrong.
+            self.retryable = isinstance(
+                exc, TimeoutError | asyncio.CancelledError | DatabaseUnavailable
+            )
             raise
+
+    async def _open(
+        self, new: NewRequest, full_args: dict[str, Any]
+    ) -> tuple[PendingCall, DecisionRecord | None]:
+        """Open the request for ``new`` (recorded if it is new) and read its decision."""
+        # Free text (a tool's result, the model quoting it, another call's arguments) may
+        # repeat a value withheld from approvers: masked before anyone is shown it.
+        values = withheld(full_args, redacted_paths(new.shown))
+        if self._earlier is not None:
+            values += await self._earlier(new)
+        new = dataclasses.replace(new, shown=mask_shown(new.shown, Withheld(values)))
+        with run_span("approvals.request", new.run_id, tool=new.tool, call_id=new.call_id) as span:
+            request, decision = await self._requests.open(new)
+            annotate(span, request_id=request.id, status=request.status)
+            if span is not None and decision is None:
+                # Nobody decided it yet: the call waits for a human here.
+                span.update_name("approvals.pause")
+        return request, decision
 
     async def _granted(self, new: NewRequest, args: dict[str, Any]) -> Grant | None:
         """The standing grant that decides this call, if its rule offers "always" and a grant
@@ -286,14 +324,20 @@ class StoredDecisionResolver:
         offer = Offer.of(new.shown)
         if offer is None or not isinstance(self._requests, StandingGrants):
             return None
-        return await self._requests.use_grant(
-            run_id=new.run_id,
-            tool=new.tool,
-            rule=offer.rule,
-            call_id=new.call_id,
-            identity=new.identity,
-            args=args,
+        requests = self._requests
+        found: Grant | None = await self._flights.run(
+            "grant",
+            (new.call_id, new.identity),
+            lambda: requests.use_grant(
+                run_id=new.run_id,
+                tool=new.tool,
+                rule=offer.rule,
+                call_id=new.call_id,
+                identity=new.identity,
+                args=args,
+            ),
         )
+        return found
 
     async def _resolve(self, request: ApprovalRequest) -> ApprovalResolution:
         echo = request.context_identity
@@ -315,20 +359,11 @@ class StoredDecisionResolver:
             # (nothing superseded, nothing created) and its decision, already read.
             self.request, self.decision = known
         else:
-            # Free text (a tool's result, the model quoting it, another call's arguments) may
-            # repeat a value withheld from approvers: masked before anyone is shown it.
-            values = withheld(full_args, redacted_paths(new.shown))
-            if self._earlier is not None:
-                values += await self._earlier(new)
-            new = dataclasses.replace(new, shown=mask_shown(new.shown, Withheld(values)))
-            with run_span(
-                "approvals.request", new.run_id, tool=new.tool, call_id=new.call_id
-            ) as span:
-                self.request, self.decision = await self._requests.open(new)
-                annotate(span, request_id=self.request.id, status=self.request.status)
-                if span is not None and self.decision is None:
-                    # Nobody decided it yet: the call waits for a human here.
-                    span.update_name("approvals.pause")
+            # The earlier requests' read and this one's opening, kept in flight together.
+            key = (new.call_id, new.identity)
+            self.request, self.decision = await self._flights.run(
+                "open", key, lambda: self._open(new, full_args)
+            )
         status = self.request.status
         if status is RequestStatus.EXPIRED:
             return ApprovalResolution(

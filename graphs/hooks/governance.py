@@ -14,6 +14,7 @@ identity as §9 requires.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,11 @@ from graphs.hooks.emitter import JsonContext, emitter_class
 
 FRAMEWORK = "langgraph"
 SESSION_KEY = "__approvals_session"
+#: How many times an emission asks a slot that could not answer because the database was busy
+#: (the emitter's resolver timeout ran out while it waited for a pool connection). The slot's
+#: read keeps its place in the pool's queue across attempts (``graphs.hooks.flights``), so
+#: three attempts wait three resolver timeouts (15 s by default) for one connection.
+SLOT_ATTEMPTS = 3
 
 
 EmitterFactory = Callable[[ApprovalResolver], InterceptionEmitter]
@@ -138,7 +144,37 @@ class Session:
 
     async def emit(self, ctx: dict[str, Any], slot: ApprovalSlot | None = None) -> EmitOutcome:
         """Emit ``ctx``; raises ``InterceptionBlocked`` on a deny. A liftable deny whose slot
-        waits for a human suspends the run instead (this call does not return)."""
+        waits for a human suspends the run instead (this call does not return). A slot that
+        could not answer because the database was busy is asked again, up to
+        ``SLOT_ATTEMPTS`` times (``DatabaseUnavailable`` after that)."""
+        # The emitter rewrites the context's top level when it applies a transform (nested
+        # values are replaced, never changed): a shallow copy is the context as given.
+        given = dict(ctx) if slot is not None else None
+        for attempt in range(1, SLOT_ATTEMPTS + 1):
+            try:
+                return await self._emit_once(ctx, slot)
+            except InterceptionBlocked as blocked:
+                if slot is None or not slot.failed:
+                    raise
+                if attempt == SLOT_ATTEMPTS or not getattr(slot, "retryable", False):
+                    # The answer could not be read: fail the step so it is retried, rather
+                    # than deny a call a human may have approved or pause on one already
+                    # decided.
+                    raise DatabaseUnavailable(
+                        f"could not read the decision for {ctx.get('interception_point')}"
+                    ) from blocked
+                # Safe to emit again: the interceptors are pure, and the slot's only effect
+                # (the request opened or the grant used for this call) is its own, awaited
+                # again, not repeated (``graphs.hooks.flights``). The failed emission has no
+                # outcome: its repeat is the record.
+                self._withdrawn.append(blocked.result)
+                assert given is not None
+                ctx.clear()
+                ctx.update(given)
+                await asyncio.sleep(0.05 * attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _emit_once(self, ctx: dict[str, Any], slot: ApprovalSlot | None) -> EmitOutcome:
         point = ctx.get("interception_point")
         found = ctx.get("tool_call")
         call: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -162,15 +198,7 @@ class Session:
                 verdict = blocked.result.verdict
                 # The reason is a code; the message may quote the arguments: never sent.
                 annotate(span, verdict=verdict.decision, reason=verdict.reason)
-                if slot is None:
-                    raise
-                if slot.failed:
-                    # The answer could not be read: fail the step so it is retried, rather than
-                    # deny a call a human may have approved or pause on one already decided.
-                    raise DatabaseUnavailable(
-                        f"could not read the decision for {ctx.get('interception_point')}"
-                    ) from blocked
-                if slot.awaiting_human:
+                if slot is not None and not slot.failed and slot.awaiting_human:
                     # A suspended emission has no outcome yet: its repeat on resume is the record.
                     self._withdrawn.append(blocked.result)
                     slot.suspend(ctx)

@@ -27,6 +27,7 @@ from storage.run_events import Subscription
 from web.engine.adapters import Adapters
 from web.engine.agents import AgentSide
 from web.engine.reads import ReadUseCases, valid_run_id
+from web.engine.starts import start_place
 
 if TYPE_CHECKING:
     from graphs.hosts.langgraph.streaming import Publish
@@ -71,7 +72,8 @@ class RunUseCases:
         A signed-in ``principal`` may add to a thread only if it started the thread's runs or
         is an operator (a thread is a conversation: adding to it reads its history through the
         agent's answers): ``RunNotAllowed`` otherwise. A plain name is the operator console
-        (``approvals runs start --as``), which holds the database and is not refused."""
+        (``approvals runs start --as``), which holds the database and is not refused.
+        ``StartsBusy`` when no place to start came free in time (``web.engine.starts``)."""
         if isinstance(principal, Principal) and thread_id is not None:
             last = await self._adapters.runs.latest_on_thread(thread_id)
             if (
@@ -87,7 +89,8 @@ class RunUseCases:
                 )
                 raise RunNotAllowed(thread_id, "this thread holds another principal's runs")
         started_by = principal.id if isinstance(principal, Principal) else principal
-        async with self._lock_holders:
+        # Past the wait, refused (StartsBusy, a 503) before anything is written.
+        async with start_place(self._lock_holders, self._adapters.settings.start_wait_seconds):
             return await self._agents.graphs.runner.start(
                 graph,
                 input,

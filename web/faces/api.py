@@ -188,7 +188,25 @@ async def decide(
     return JSONResponse(out.model_dump(mode="json"))
 
 
-@router.post("/runs", response_model=RunOut, summary="Start a run as yourself")
+@router.post(
+    "/runs",
+    response_model=RunOut,
+    summary="Start a run as yourself",
+    responses={
+        503: {
+            "model": ErrorBody,
+            "description": "The database is unavailable, or this process already starts as"
+            " many runs as its pool serves and none ended in APPROVALS_START_WAIT_SECONDS:"
+            " nothing was started or written; retry after Retry-After seconds",
+            "headers": {
+                "Retry-After": {
+                    "description": "Seconds to wait before starting again (when too busy)",
+                    "schema": {"type": "integer"},
+                }
+            },
+        }
+    },
+)
 async def start_run(body: RunIn, principal: Caller, engine: EngineDep) -> RunOut:
     outcome = await engine.start_run(
         body.graph, body.input, principal=principal, thread_id=body.thread_id
