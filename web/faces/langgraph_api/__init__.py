@@ -35,6 +35,7 @@ from web.faces.langgraph_api.shapes import (
     ThreadCreate,
     ThreadSearch,
     assistant,
+    message_events,
     run_record,
     stream_event,
     thread,
@@ -343,8 +344,9 @@ async def stream_run(
 ) -> StreamingResponse:
     """Start a run, or resume the thread with ``command``, and stream its step as
     server-sent events in the SDK's names: ``metadata`` first, ``updates`` (each node's
-    update as the run's events record it) as they come, and ``values`` (the thread's values
-    once the step settles, with the interrupts waiting)."""
+    update as the run's events record it) and ``messages`` (``messages-tuple``: the AI
+    messages those updates carry, for whoever may read the run) as they come, and ``values``
+    (the thread's values once the step settles, with the interrupts waiting)."""
     body.refuse_unsupported()
     modes = body.stream_modes()
     if body.command is not None:
@@ -369,8 +371,13 @@ async def _streamed(
     yield stream_event("metadata", {"run_id": run.id, "attempt": 1})
     if after is not None:
         async for row in engine.step_events(run.id, after, WAIT_SECONDS):
-            if row["kind"] == "update" and "updates" in modes:
+            if row["kind"] != "update":
+                continue
+            if "updates" in modes:
                 yield stream_event("updates", update_event(row, readable))
+            if "messages-tuple" in modes and readable:
+                for pair in message_events(row, run):
+                    yield stream_event("messages", pair)
     now = await engine.visible_run(run.id, principal)
     state = await engine.thread_state(now, principal)
     if "values" in modes:

@@ -49,8 +49,9 @@ RUN_STATUS: dict[RunStatus, str] = {
 }
 
 
-#: The stream modes this face streams. ``messages-tuple`` and ``custom`` are accepted (Agent
-#: Chat UI asks for them) and send nothing: the engine records no token stream.
+#: The stream modes this face streams. ``messages-tuple`` sends each AI message whole, as
+#: the run's recorded node updates carry it (the engine records no token stream), to whoever
+#: may read the run; ``custom`` is accepted (Agent Chat UI asks for it) and sends nothing.
 STREAM_MODES = frozenset({"values", "updates", "messages-tuple", "custom"})
 
 
@@ -69,6 +70,31 @@ def update_event(row: dict[str, Any], readable: bool) -> dict[str, Any]:
             {"tool_calls": m.get("tool_calls", [])} for m in data["messages"] if isinstance(m, dict)
         ]
     return {str(row.get("node") or "__step__"): data}
+
+
+def message_events(row: dict[str, Any], run: Run) -> list[list[dict[str, Any]]]:
+    """The AI messages of a node update (a run event) as ``messages-tuple`` streams them:
+    ``[message, metadata]`` each, the message as the run's events record it (its text, and
+    the names of the tools it calls: ``tool_calls`` hold a name each, no arguments). For
+    whoever may read the run only: an approver is never sent a message's text."""
+    data = row.get("data")
+    messages = data.get("messages") if isinstance(data, dict) else None
+    if not isinstance(messages, list):
+        return []
+    node = str(row.get("node") or "__step__")
+    metadata = {"langgraph_node": node, "run_id": run.id, "thread_id": run.thread_id}
+    return [
+        [
+            {
+                "type": "ai",
+                "content": m.get("content", ""),
+                "tool_calls": [{"name": name} for name in m.get("tool_calls") or []],
+            },
+            metadata,
+        ]
+        for m in messages
+        if isinstance(m, dict)
+    ]
 
 
 def problem(status: int, code: str, message: str) -> JSONResponse:
