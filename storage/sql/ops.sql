@@ -156,8 +156,9 @@ SELECT t.thread_id,
 -- of each ended before the cutoff: LangGraph's checkpoints, and unless `checkpoints_only` the
 -- engine's own rows of their runs, children before parents (every foreign key is checked at
 -- the end of the statement, when all of them are gone). A thread with something still in
--- flight (approvals_run_in_flight_v1) keeps its rows (`held`) for a later pass. The audit
--- log is not touched: it is append-only, and it is what stays of a pruned run.
+-- flight (approvals_run_in_flight_v1) keeps its rows (`held`) for a later pass. A thread's
+-- langgraph_threads row (its metadata) goes with its runs. The audit log is not touched: it
+-- is append-only, and it is what stays of a pruned run.
 WITH threads AS (
     SELECT thread_id FROM runs
      WHERE thread_id = ANY(%(threads)s::text[])

@@ -3,10 +3,12 @@ that ``langgraph_sdk.get_client(url=".../langgraph", api_key=TOKEN)`` drives the
 (docs/langgraph-server.md).
 
 Assistants are the registered graphs and agents, by name. A thread is the engine's thread: it
-exists once a run is started on it, and a principal sees it when it may see its latest run
-(404 otherwise). A run is the engine's run; a ``command`` resuming a thread is a decision by
-the token's principal, decided by ``Engine.decide`` with every approver rule, consumed once:
-the worker resumes the run, and ``runs.wait`` answers when its step settles. Errors are
+exists once it is created (kept with its metadata, ``web.engine.threads``) or a run is started
+on it, and a principal sees it when it may see its latest run (404 otherwise), or, while it
+holds no run, when it created it. A run is the engine's run; a ``command`` resuming a thread
+is a decision by the token's principal, decided by ``Engine.decide`` with every approver rule,
+consumed once: the worker resumes the run, and ``runs.wait`` answers when its step settles.
+Errors are
 LangGraph's ``{"detail"}`` with the status that makes the SDK raise its own exception type.
 """
 
