@@ -8,8 +8,8 @@ on it, and a principal sees it when it may see its latest run (404 otherwise), o
 holds no run, when it created it. A run is the engine's run; a ``command`` resuming a thread
 is a decision by the token's principal, decided by ``Engine.decide`` with every approver rule,
 consumed once: the worker resumes the run, and ``runs.wait`` answers when its step settles.
-Errors are
-LangGraph's ``{"detail"}`` with the status that makes the SDK raise its own exception type.
+Errors are LangGraph's ``{"detail"}`` with the status that makes the SDK raise its own
+exception type.
 """
 
 from __future__ import annotations
