@@ -191,3 +191,19 @@ async def test_metrics_follow_a_request_its_decision_and_the_resume(
     counts = [v for _, v in sorted(buckets)]
     assert counts == sorted(counts)
     assert counts[-1] == 1
+
+
+async def test_metrics_name_a_queued_resume_no_live_worker_serves(
+    server: Server, engine: Engine
+) -> None:
+    run = await start_refund(engine)
+    # A run of a graph no worker serves (registered only on processes of another release).
+    async with engine.connection() as conn:
+        await conn.execute("UPDATE runs SET graph = 'crm' WHERE id = %s", (run.run_id,))
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+
+    async def named() -> bool:
+        got = await asyncio.to_thread(scrape, server)
+        return got.get('approvals_resume_jobs_unserved{graph="crm"}') == 1
+
+    await eventually(named, what="the metric to name the graph no live worker serves")

@@ -28,6 +28,7 @@ from web.engine.adapters import Adapters
 from web.engine.agents import AgentSide
 from web.engine.reads import ReadUseCases, valid_run_id
 from web.engine.starts import start_place
+from web.engine.workers import heartbeat
 
 if TYPE_CHECKING:
     from graphs.hosts.langgraph.streaming import Publish
@@ -425,19 +426,21 @@ class RunUseCases:
 
     async def work(self, stop: asyncio.Event) -> None:
         """Until ``stop`` is set: resume decided runs, expire (or escalate) requests past
-        their deadline, and notify approvers of waiting and escalated requests (what
+        their deadline, notify approvers, and say which graphs this worker serves (what
         ``approvals worker`` and ``approvals serve --with-worker`` run)."""
-        graphs = self._agents.graphs
+        graphs, db = self._agents.graphs, self._adapters.db
         await asyncio.gather(
-            graphs.worker.run(stop), graphs.sweeper.run(stop), self._adapters.notifier.run(stop)
+            graphs.worker.run(stop),
+            graphs.sweeper.run(stop),
+            self._adapters.notifier.run(stop),
+            heartbeat(db, graphs.registry, stop),
         )
 
     async def drain(self) -> int:
         """Expire what is past its deadline, then resume everything queued; returns how many
         runs were resumed (``approvals worker --drain``)."""
-        # Expired requests queue resume jobs: sweep first so the drain resumes them too.
         graphs = self._agents.graphs
-        await graphs.sweeper.sweep()
+        await graphs.sweeper.sweep()  # expired requests queue jobs: the drain resumes them too
         return await graphs.worker.drain()
 
 

@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from approvals.errors import DatabaseUnavailable
 from web.deps import EngineDep, settings_of
 from web.engine import Histogram, MetricsSnapshot
+from web.engine.workers import unserved_jobs
 from web.errors import ApiError
 from web.settings import Settings
 
@@ -214,10 +215,20 @@ async def metrics(request: Request, engine: EngineDep) -> Response:
     _check_token(request, settings_of(request))
     try:
         snapshot = await engine.operations.metrics()
+        unserved = await unserved_jobs(engine.adapters.db)
     except DatabaseUnavailable as exc:
         log.warning("metrics scrape failed: %s", exc)
         return PlainTextResponse(f"{exc}\n", status_code=503)
-    return Response(render(snapshot), media_type=CONTENT_TYPE)
+    text = render(snapshot)
+    more = Exposition()
+    more.labelled(
+        "approvals_resume_jobs_unserved",
+        "gauge",
+        "Queued resume jobs, by graph, that no live worker serves (they wait for one).",
+        "graph",
+        unserved,
+    )
+    return Response(text + more.text(), media_type=CONTENT_TYPE)
 
 
 def _not_ready(reason: str) -> Response:
