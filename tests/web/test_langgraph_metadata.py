@@ -109,3 +109,19 @@ async def test_retention_deletes_a_kept_thread_with_its_runs(
     assert pruned.runs == 1
     left = await scalar(engine, "select string_agg(thread_id, ',') from langgraph_threads")
     assert left == recent
+
+
+async def test_metadata_the_database_cannot_keep_or_too_large_is_refused(
+    server: Server, engine: Engine
+) -> None:
+    shop = await person_token(engine, "shop", "agents")
+    async with httpx.AsyncClient(
+        base_url=f"{server.url}/langgraph", headers={"x-api-key": shop}, timeout=60
+    ) as http:
+        for body in ({"metadata": {"note": "a\u0000b"}}, {"metadata": {"note": "x" * 20_000}}):
+            created = await http.post("/threads", json=body)
+            assert created.status_code == 422, created.text
+            assert created.json()["code"] == "invalid_input"
+        searched = await http.post("/threads/search", json={"metadata": {"note": "a\u0000b"}})
+        assert searched.status_code == 422, searched.text
+    assert await scalar(engine, "select count(*) from langgraph_threads") == 0

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
@@ -184,16 +184,30 @@ class AssistantSearch(Paging):
     metadata: dict[str, Any] | None = None
 
 
+#: The most a thread's metadata may hold, as JSON text.
+MAX_METADATA = 16_384
+
+
+def _small(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is not None and len(json.dumps(value, ensure_ascii=False)) > MAX_METADATA:
+        raise ValueError(f"must be at most {MAX_METADATA} characters of JSON")
+    return value
+
+
+#: A thread's metadata, or a search's: a JSON object the database can keep.
+Metadata = Annotated[dict[str, Any] | None, storable("metadata"), AfterValidator(_small)]
+
+
 class ThreadCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     thread_id: ThreadId | None = None
-    metadata: Annotated[dict[str, Any] | None, storable("metadata")] = None
+    metadata: Metadata = None
     if_exists: Literal["raise", "do_nothing"] = "raise"
 
 
 class ThreadSearch(Paging):
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata = None
     values: dict[str, Any] | None = None
     ids: list[str] | None = Field(default=None, max_length=100)
     status: Literal["idle", "busy", "interrupted", "error"] | None = None
