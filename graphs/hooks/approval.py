@@ -112,9 +112,10 @@ class DeferredSlot:
 
     @property
     def retryable(self) -> bool:
-        """The slot failed on a slow or unreachable database (``StoredDecisionResolver``):
-        asking it again is safe."""
         return bool(getattr(self._slot, "retryable", False))
+
+    def abandon(self) -> None:
+        getattr(self._slot, "abandon", lambda: None)()
 
     @property
     def request(self) -> Any:
@@ -262,8 +263,7 @@ class StoredDecisionResolver:
         #: The standing grant that decided the call instead of a request (``approvals.grants``).
         self.grant: Grant | None = None
         self.failed = False
-        #: The failure was the database's: slow (the resolver's time ran out while the read
-        #: waited for a connection) or unreachable. Asking again is safe (``Session.emit``).
+        #: It failed on a slow or unreachable database: asking again is safe (``Session.emit``).
         self.retryable = False
         #: The grant's use and the request's opening, kept running past a timeout.
         self._flights = Flights()
@@ -277,6 +277,10 @@ class StoredDecisionResolver:
             and self.request is not None
             and self.request.status is RequestStatus.PENDING
         )
+
+    def abandon(self) -> None:
+        """The emission gave up on this slot: what it still had in flight is cancelled."""
+        self._flights.cancel()
 
     def suspend(self, context: dict[str, Any]) -> NoReturn:
         """Interrupt the run until a human decides this slot's request."""
@@ -292,11 +296,10 @@ class StoredDecisionResolver:
             # Reading the decision failed (or timed out): not "no decision yet". The caller
             # must not pause again on a call that may already be decided.
             self.failed = True
-            # A timeout cancels the read here (the emitter's resolver bound), most often while
-            # it waits for a pool connection: the database is busy, not wrong.
-            self.retryable = isinstance(
-                exc, TimeoutError | asyncio.CancelledError | DatabaseUnavailable
-            )
+            # A timeout (the emitter's bound) cancels the read here, most often as it waits for
+            # a pool connection: the database is busy, not wrong.
+            busy = TimeoutError | asyncio.CancelledError | DatabaseUnavailable
+            self.retryable = isinstance(exc, busy)
             raise
 
     async def _open(
@@ -324,18 +327,10 @@ class StoredDecisionResolver:
         offer = Offer.of(new.shown)
         if offer is None or not isinstance(self._requests, StandingGrants):
             return None
-        requests = self._requests
+        requests, key = self._requests, (new.call_id, new.identity)
+        use = dict(run_id=new.run_id, tool=new.tool, rule=offer.rule, call_id=new.call_id)
         found: Grant | None = await self._flights.run(
-            "grant",
-            (new.call_id, new.identity),
-            lambda: requests.use_grant(
-                run_id=new.run_id,
-                tool=new.tool,
-                rule=offer.rule,
-                call_id=new.call_id,
-                identity=new.identity,
-                args=args,
-            ),
+            "grant", key, lambda: requests.use_grant(**use, identity=new.identity, args=args)
         )
         return found
 
@@ -360,9 +355,8 @@ class StoredDecisionResolver:
             self.request, self.decision = known
         else:
             # The earlier requests' read and this one's opening, kept in flight together.
-            key = (new.call_id, new.identity)
             self.request, self.decision = await self._flights.run(
-                "open", key, lambda: self._open(new, full_args)
+                "open", (new.call_id, new.identity), lambda: self._open(new, full_args)
             )
         status = self.request.status
         if status is RequestStatus.EXPIRED:

@@ -38,6 +38,13 @@ class Flights:
         del self._tasks[name]
         return result
 
+    def cancel(self) -> None:
+        """Cancel what is still in flight: its asker gave up (or was itself cancelled), and
+        nobody will await it again."""
+        for _, task in self._tasks.values():
+            task.cancel()
+        self._tasks.clear()
+
 
 def _failed(task: asyncio.Future[Any]) -> bool:
     return task.done() and (task.cancelled() or task.exception() is not None)

@@ -150,28 +150,34 @@ class Session:
         # The emitter rewrites the context's top level when it applies a transform (nested
         # values are replaced, never changed): a shallow copy is the context as given.
         given = dict(ctx) if slot is not None else None
-        for attempt in range(1, SLOT_ATTEMPTS + 1):
-            try:
-                return await self._emit_once(ctx, slot)
-            except InterceptionBlocked as blocked:
-                if slot is None or not slot.failed:
-                    raise
-                if attempt == SLOT_ATTEMPTS or not getattr(slot, "retryable", False):
-                    # The answer could not be read: fail the step so it is retried, rather
-                    # than deny a call a human may have approved or pause on one already
-                    # decided.
-                    raise DatabaseUnavailable(
-                        f"could not read the decision for {ctx.get('interception_point')}"
-                    ) from blocked
-                # Safe to emit again: the interceptors are pure, and the slot's only effect
-                # (the request opened or the grant used for this call) is its own, awaited
-                # again, not repeated (``graphs.hooks.flights``). The failed emission has no
-                # outcome: its repeat is the record.
-                self._withdrawn.append(blocked.result)
-                assert given is not None
-                ctx.clear()
-                ctx.update(given)
+        try:
+            for attempt in range(1, SLOT_ATTEMPTS + 1):
+                try:
+                    return await self._emit_once(ctx, slot)
+                except InterceptionBlocked as blocked:
+                    if slot is None or not slot.failed:
+                        raise
+                    if attempt == SLOT_ATTEMPTS or not getattr(slot, "retryable", False):
+                        _abandon(slot)
+                        # The answer could not be read: fail the step so it is retried,
+                        # rather than deny a call a human may have approved or pause on one
+                        # already decided.
+                        raise DatabaseUnavailable(
+                            f"could not read the decision for {ctx.get('interception_point')}"
+                        ) from blocked
+                    # Safe to emit again: the interceptors are pure, and the slot's only
+                    # effect (the request opened or the grant used for this call) is its own,
+                    # awaited again, not repeated (``graphs.hooks.flights``). The failed
+                    # emission has no outcome: its repeat is the record.
+                    self._withdrawn.append(blocked.result)
+                    assert given is not None
+                    ctx.clear()
+                    ctx.update(given)
                 await asyncio.sleep(0.05 * attempt)
+        except asyncio.CancelledError:
+            # The step itself is cancelled: its slot's read is not to outlive it.
+            _abandon(slot)
+            raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _emit_once(self, ctx: dict[str, Any], slot: ApprovalSlot | None) -> EmitOutcome:
@@ -215,6 +221,13 @@ class Session:
         """This invocation's interception records, in order, without suspended emissions."""
         withdrawn = {id(r) for r in self._withdrawn}
         return [r for r in self.emitter.results if id(r) not in withdrawn]
+
+
+def _abandon(slot: ApprovalSlot | None) -> None:
+    """Cancel what ``slot`` still has in flight (``graphs.hooks.flights``), if it keeps any."""
+    abandon = getattr(slot, "abandon", None)
+    if abandon is not None:
+        abandon()
 
 
 @dataclass
