@@ -62,3 +62,16 @@ async def test_a_queued_resume_no_live_worker_serves_is_named(
     finally:
         stop.set()
         await asyncio.wait_for(working, 30)
+
+
+async def test_runs_show_says_a_decided_run_waits_for_a_worker_of_its_graph(
+    engine: Engine, cli_env: dict[str, str]
+) -> None:
+    run = await start_refund(engine)
+    waiting = (await invoke(cli_env, "runs", "show", run.run_id, "--json")).json()
+    assert waiting["waiting_for_worker"] is False  # it waits for a human
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    async with engine.connection() as conn:
+        await conn.execute("UPDATE runs SET graph = 'crm' WHERE id = %s", (run.run_id,))
+    shown = await invoke(cli_env, "runs", "show", run.run_id)
+    assert "waiting for a worker that serves 'crm': no live worker does" in shown.stdout

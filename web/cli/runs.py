@@ -157,12 +157,27 @@ def runs_show(
     run_id: str,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Show a run: its status, pending requests and tool executions."""
-    report = run_async(lambda engine: engine.report(run_id))
+    """Show a run: its status, pending requests and tool executions (and, where its resume
+    waits for a worker that serves its graph, that no live worker does)."""
+
+    async def main(engine: Engine) -> dict[str, Any]:
+        # Imported here, not at the top: the engine's modules are imported by run_async.
+        from web.engine.workers import unserved_jobs
+
+        report = await engine.report(run_id)
+        unserved = await unserved_jobs(engine.adapters.db)
+        # Still waiting with a request decided: its resume is queued, for a worker of its graph.
+        decided = any(r["status"] != "pending" for r in report["requests"])
+        waiting = report["status"] == "waiting" and decided and report["graph"] in unserved
+        return {**report, "waiting_for_worker": waiting}
+
+    report = run_async(main)
     if as_json:
         emit_json(report)
         return
     typer.echo(f"run {report['run_id']} ({report['graph']}): {report['status']}")
+    if report["waiting_for_worker"]:
+        typer.echo(f"  waiting for a worker that serves {report['graph']!r}: no live worker does")
     if report["answer"]:
         typer.echo(f"  answer: {report['answer']}")
     if report["error"]:
