@@ -2,8 +2,10 @@
 clicks on Slack messages' buttons (``PgSlack``).
 
 A link is a row of ``slack_users`` (migration 0032): one Slack user is one account, one account
-one Slack user. A click needs no table of its own: it decides through the engine like any
-decision, and what became of it is recorded in the hash-chained audit log.
+one Slack user. With ``APPROVALS_SLACK_OIDC_CLAIM``, an OpenID Connect sign-in whose ID token
+names a Slack user links it to that principal (``slack_oidc_users``, migration 0034). A click
+needs no table of its own: it decides through the engine like any decision, and what became
+of it is recorded in the hash-chained audit log.
 """
 
 from __future__ import annotations
@@ -53,6 +55,35 @@ class PgSlack:
     async def slack_user_of(self, account: str) -> str | None:
         """The Slack user ``account`` is linked to; ``None`` when it is linked to none."""
         row = await self._db.one("account_slack_user", {"account": account})
+        return None if row is None else str(row["slack_user"])
+
+    async def link_oidc(self, slack_user: str, principal: str) -> bool:
+        """Link ``slack_user`` to the OpenID Connect ``principal`` (``oidc:ISSUER#SUBJECT``),
+        which just signed in with a claim naming it; the principal's link to another Slack
+        user goes. Whether the link is new or changed (then audited)."""
+        params = {"slack_user": slack_user, "principal": principal}
+        async with self._db.transaction() as conn:
+            await self._db.run("unlink_slack_oidc_principal", params, conn)
+            row = await self._db.one("link_slack_oidc_user", params, conn)
+        return bool(row and row["changed"])
+
+    async def oidc_principal_of(
+        self, slack_user: str
+    ) -> tuple[str, str, frozenset[str]] | tuple[str, None, None] | None:
+        """The OpenID Connect principal ``slack_user`` is linked to, with the name and groups
+        of its newest live web session (its last sign-in's); the principal with ``None``s when
+        it has no live session (signed out, or its sessions were ended); ``None`` when the
+        Slack user is linked to no principal."""
+        row = await self._db.one("slack_oidc_principal", {"slack_user": slack_user})
+        if row is None:
+            return None
+        if row["name"] is None:
+            return str(row["principal"]), None, None
+        return str(row["principal"]), str(row["name"]), frozenset(row["groups"] or ())
+
+    async def oidc_slack_user_of(self, principal: str) -> str | None:
+        """The Slack user an OpenID Connect principal is linked to; ``None`` when none."""
+        row = await self._db.one("oidc_slack_user", {"principal": principal})
         return None if row is None else str(row["slack_user"])
 
     async def record(

@@ -217,6 +217,11 @@ class Settings(BaseSettings):
     slack_group_channels: dict[str, str] = Field(default_factory=dict)
     #: Slack's Web API (tests point it at a stand-in on loopback).
     slack_api_url: str = Field(default="https://slack.com/api/", pattern=r"^https?://")
+    #: The ID token claim that names an OpenID Connect user's Slack user id (``slack_user_id``,
+    #: or ``https://slack.com/user_id`` from Sign in with Slack): a sign-in with it links that
+    #: Slack user to the principal, whose clicks then decide with its last sign-in's groups
+    #: while that sign-in's web session lives. Unset: only ``approvals users link`` links.
+    slack_oidc_claim: str | None = Field(default=None, min_length=1)
     #: Per attempt: connect, send and wait for the answer.
     notify_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
     #: Attempts per notification before it is given up (logged as failed).

@@ -7,6 +7,11 @@ to say how it ended, its buttons removed. The update is retried like a post: ``s
 
 A message goes with its request (``ON DELETE CASCADE``): retention prunes it with its run.
 
+``slack_oidc_users`` links a Slack user to an OpenID Connect principal, written when that
+principal signs in with ``APPROVALS_SLACK_OIDC_CLAIM`` in its ID token (as ``slack_users`` links
+a local account, by an operator). One Slack user is one principal, and one principal one Slack
+user; a click decides with the groups of the principal's newest live web session.
+
 Revision ID: 0034
 Revises: 0033
 """
@@ -45,9 +50,16 @@ def upgrade() -> None:
         -- The notifier's poll: the messages that may still owe an update.
         CREATE INDEX slack_messages_owed_idx ON slack_messages (next_attempt_at)
          WHERE status IN ('posted', 'updating', 'retry');
+
+        CREATE TABLE slack_oidc_users (
+            slack_user text PRIMARY KEY CHECK (slack_user ~ '^[UW][A-Z0-9]{2,30}$'),
+            principal text NOT NULL UNIQUE CHECK (starts_with(principal, 'oidc:')),
+            linked_at timestamptz NOT NULL DEFAULT now()
+        );
         """
     )
 
 
 def downgrade() -> None:
+    op.execute("DROP TABLE slack_oidc_users")
     op.execute("DROP TABLE slack_messages")

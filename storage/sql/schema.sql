@@ -1118,6 +1118,14 @@ ALTER TABLE public.slack_messages ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTI
     CACHE 1
 );
 
+CREATE TABLE public.slack_oidc_users (
+    slack_user text NOT NULL,
+    principal text NOT NULL,
+    linked_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT slack_oidc_users_principal_check CHECK (starts_with(principal, 'oidc:'::text)),
+    CONSTRAINT slack_oidc_users_slack_user_check CHECK ((slack_user ~ '^[UW][A-Z0-9]{2,30}$'::text))
+);
+
 CREATE TABLE public.slack_users (
     slack_user text NOT NULL,
     account text NOT NULL,
@@ -1199,6 +1207,17 @@ CREATE TABLE public.web_sessions (
     last_seen_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT web_sessions_check CHECK (((via = 'password'::text) = (account IS NOT NULL))),
     CONSTRAINT web_sessions_via_check CHECK ((via = ANY (ARRAY['password'::text, 'oidc'::text])))
+);
+
+CREATE TABLE public.workers (
+    id text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    graphs text[] NOT NULL,
+    config_digest text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    seen_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT workers_id_check CHECK (((length(id) >= 1) AND (length(id) <= 200)))
 );
 
 ALTER TABLE ONLY public.demo_side_effects ALTER COLUMN id SET DEFAULT nextval('public.demo_side_effects_id_seq'::regclass);
@@ -1303,6 +1322,12 @@ ALTER TABLE ONLY public.slack_messages
 ALTER TABLE ONLY public.slack_messages
     ADD CONSTRAINT slack_messages_request_id_escalation_level_target_key UNIQUE (request_id, escalation_level, target);
 
+ALTER TABLE ONLY public.slack_oidc_users
+    ADD CONSTRAINT slack_oidc_users_pkey PRIMARY KEY (slack_user);
+
+ALTER TABLE ONLY public.slack_oidc_users
+    ADD CONSTRAINT slack_oidc_users_principal_key UNIQUE (principal);
+
 ALTER TABLE ONLY public.slack_users
     ADD CONSTRAINT slack_users_account_key UNIQUE (account);
 
@@ -1332,6 +1357,9 @@ ALTER TABLE ONLY public.users
 
 ALTER TABLE ONLY public.web_sessions
     ADD CONSTRAINT web_sessions_pkey PRIMARY KEY (id_hash);
+
+ALTER TABLE ONLY public.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (id);
 
 CREATE INDEX approval_requests_created_idx ON public.approval_requests USING btree (created_at);
 

@@ -49,3 +49,45 @@ INSERT INTO audit_events (kind, run_id, request_id, call_id, tool, state_version
 SELECT %(kind)s, a.run_id, %(request_id)s::uuid, a.call_id, a.tool, a.state_version, %(principal)s, %(data)s
   FROM (SELECT 1) AS one
   LEFT JOIN approval_requests a ON a.id = %(request_id)s::uuid;
+
+-- name: unlink_slack_oidc_principal
+-- Before an OpenID Connect principal's link: its link to another Slack user goes (one
+-- principal, one Slack user). The audit entry is the new link's.
+DELETE FROM slack_oidc_users
+ WHERE principal = %(principal)s AND slack_user <> %(slack_user)s;
+
+-- name: link_slack_oidc_user
+-- Link a Slack user to an OpenID Connect principal that signed in with the configured claim
+-- naming it (replacing the Slack user's earlier link), audited as account.slack_linked when
+-- the link is new or changed (not at each sign-in). changed: whether it was.
+WITH linked AS (
+    INSERT INTO slack_oidc_users (slack_user, principal)
+    VALUES (%(slack_user)s, %(principal)s)
+    ON CONFLICT (slack_user) DO UPDATE
+       SET principal = EXCLUDED.principal, linked_at = now()
+     WHERE slack_oidc_users.principal <> EXCLUDED.principal
+    RETURNING slack_user, principal
+), audit AS (
+    INSERT INTO audit_events (kind, principal, data)
+    SELECT 'account.slack_linked', l.principal,
+           jsonb_build_object('principal', l.principal, 'slack_user', l.slack_user,
+                              'via', 'oidc')
+      FROM linked l
+)
+SELECT EXISTS (SELECT 1 FROM linked) AS changed;
+
+-- name: slack_oidc_principal
+-- The OpenID Connect principal a Slack user is linked to, with the name and the groups of its
+-- newest live web session, its last sign-in's (live: null; no row: not linked).
+SELECT o.principal, s.name, s.groups
+  FROM slack_oidc_users o
+  LEFT JOIN LATERAL (
+      SELECT name, groups FROM web_sessions w
+       WHERE w.principal = o.principal AND w.via = 'oidc' AND w.expires_at > now()
+       ORDER BY w.created_at DESC
+       LIMIT 1) s ON true
+ WHERE o.slack_user = %(slack_user)s;
+
+-- name: oidc_slack_user
+-- The Slack user an OpenID Connect principal is linked to (no row: none).
+SELECT slack_user FROM slack_oidc_users WHERE principal = %(principal)s;

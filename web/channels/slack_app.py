@@ -132,11 +132,17 @@ class SlackRequests(Protocol):
 
 async def decider(links: PgSlack, principal: str) -> str:
     """How a message names who decided: the Slack user linked to the local account, and the
-    account; any other principal by its id."""
+    account; an OpenID Connect principal by its linked Slack user; any other principal by its
+    id."""
     account = principal.removeprefix("local:") if principal.startswith("local:") else None
     slack_user = await links.slack_user_of(account) if account is not None else None
     if account is not None and slack_user is not None:
         return f"<@{slack_user}> ({escape(account)})"
+    if principal.startswith("oidc:"):
+        # Linked through the sign-in's claim: the Slack user is the person's own name.
+        oidc_user = await links.oidc_slack_user_of(principal)
+        if oidc_user is not None:
+            return f"<@{oidc_user}>"
     return escape(account or principal)
 
 
@@ -282,6 +288,8 @@ class SlackDesk:
     links: PgSlack
     messages: PgSlackMessages
     public_url: str
+    #: Whether Slack users linked through an OpenID Connect claim decide (the setting is on).
+    oidc_links: bool = False
 
     @classmethod
     def on(cls, db: Database, settings: Settings) -> SlackDesk:
@@ -292,4 +300,5 @@ class SlackDesk:
             links=PgSlack(db),
             messages=PgSlackMessages(db),
             public_url=settings.public_url,
+            oidc_links=settings.slack_oidc_claim is not None,
         )

@@ -6,7 +6,8 @@ it).
   ``X-Slack-Request-Timestamp`` and the raw body, the timestamp within five minutes; anything
   else is 401.
 - The clicking Slack user (``payload.user.id``) is the local account linked to it
-  (``approvals users link NAME --slack UXXXX``). It decides through the engine as that account,
+  (``approvals users link NAME --slack UXXXX``), or the OpenID Connect principal whose sign-in
+  named it in ``APPROVALS_SLACK_OIDC_CLAIM`` (``_who``). It decides through the engine as that,
   with every rule the web applies: its groups now, separation of duties, quorum, the decisions
   the request offers, expiry.
 - Approve decides at once. Reject and respond open a modal (``views.open``) for the reason or
@@ -48,7 +49,7 @@ from approvals.errors import (
 )
 from approvals.model import DecisionRecord, PendingCall, RequestStatus, Vote
 from approvals.notify import request_link
-from approvals.principals import Principal
+from approvals.principals import Principal, Via
 from web.channels.slack_app import SlackDesk, decider, ending, signature_ok
 from web.channels.slack_blocks import (
     TEXT_ACTION,
@@ -79,6 +80,8 @@ EXPLAINED = {
     "not linked": "Your Slack user is linked to no approvals account, so nothing was decided."
     " An operator links it: `approvals users link NAME --slack {user}`.",
     "account disabled": "Your approvals account is disabled: nothing was decided.",
+    "signed out": "Your approvals sign-in has ended (signed out, expired, or ended by an"
+    " operator): sign in to approvals on the web again, then click. Nothing was decided.",
     "not allowed": "You may not decide this request (you are not in the groups it waits for"
     " now, or it was escalated, or you started its run): nothing was decided.",
     "not pending": "This request no longer waits for a decision: nothing was decided.",
@@ -160,12 +163,24 @@ def parse(body: bytes) -> Click | None:
 
 
 async def _who(engine: Engine, desk: SlackDesk, slack_user: str) -> Principal | None:
-    """The enabled local account ``slack_user`` is linked to, as it is now."""
+    """The enabled local account ``slack_user`` is linked to, as it is now; else, where
+    ``APPROVALS_SLACK_OIDC_CLAIM`` is set, the OpenID Connect principal a sign-in linked it to,
+    with the name and groups of its newest live web session. The provider tells us its groups
+    only at a sign-in, so a click holds what a web page of that person would hold now, and
+    nothing once it has signed out or its sessions were ended or expired."""
     name = await desk.links.account_of(slack_user)
-    account = await engine.accounts.user(name) if name is not None else None
-    if account is None or account.disabled:
+    if name is not None:
+        account = await engine.accounts.user(name)
+        if account is None or account.disabled:
+            return None
+        return Principal.local(account.name, account.groups)
+    if not desk.oidc_links:
         return None
-    return Principal.local(account.name, account.groups)
+    found = await desk.links.oidc_principal_of(slack_user)
+    if found is None or found[1] is None:
+        return None
+    principal, shown, groups = found
+    return Principal(id=principal, name=shown, via=Via.OIDC, groups=groups)
 
 
 async def _askable(
@@ -252,7 +267,11 @@ async def interactions(request: Request, engine: EngineDep, later: BackgroundTas
 
 async def _unlinked_why(desk: SlackDesk, click: Click) -> str:
     linked = await desk.links.account_of(click.slack_user)
-    return "not linked" if linked is None else "account disabled"
+    if linked is not None:
+        return "account disabled"
+    if desk.oidc_links and await desk.links.oidc_principal_of(click.slack_user) is not None:
+        return "signed out"
+    return "not linked"
 
 
 async def _audit(

@@ -44,6 +44,9 @@ LOGIN_PATH: Final = "/login/oidc"
 CALLBACK_PATH: Final = "/auth/oidc/callback"
 FLOW_COOKIE: Final = "approvals_oidc_flow"
 FLOW_TTL_SECONDS: Final = 600
+#: Where ``on_login`` finds the Slack user id the ID token's ``slack_claim`` named (or None):
+#: ``request.state.slack_user``.
+SLACK_USER_STATE: Final = "slack_user"
 
 OnLogin = Callable[[Request, Principal], Awaitable[Response]]
 OnError = Callable[[Request, str, int], Awaitable[Response]]
@@ -95,6 +98,7 @@ class OidcLogin:
         redirect_uri: str,
         scopes: str = "openid profile email",
         groups_claim: str = "groups",
+        slack_claim: str | None = None,
         on_login: OnLogin,
         on_error: OnError,
         http_timeout: float = 10.0,
@@ -104,6 +108,8 @@ class OidcLogin:
         self._issuer = issuer.rstrip("/")
         self._redirect_uri = redirect_uri
         self._groups_claim = groups_claim
+        #: The ID token claim naming the user's Slack user id (``SLACK_USER_STATE``), if any.
+        self._slack_claim = slack_claim
         self._on_login = on_login
         self._on_error = on_error
         target = urlsplit(redirect_uri)
@@ -162,10 +168,13 @@ class OidcLogin:
 
     async def _callback(self, request: Request) -> Response:
         try:
-            principal = await self._complete(request.query_params, request.cookies.get(FLOW_COOKIE))
+            principal, slack_user = await self._complete(
+                request.query_params, request.cookies.get(FLOW_COOKIE)
+            )
         except _SignInFailed as failure:
             response = await self._on_error(request, failure.message, failure.status)
         else:
+            setattr(request.state, SLACK_USER_STATE, slack_user)
             response = await self._on_login(request, principal)
         # One flow, one callback: a replayed callback URL finds no cookie.
         response.delete_cookie(
@@ -191,7 +200,9 @@ class OidcLogin:
             )
         return metadata
 
-    async def _complete(self, params: Mapping[str, str], cookie: str | None) -> Principal:
+    async def _complete(
+        self, params: Mapping[str, str], cookie: str | None
+    ) -> tuple[Principal, str | None]:
         error = params.get("error")
         if error:
             raise _provider_refusal(error)
@@ -234,7 +245,9 @@ class OidcLogin:
             raise _token_refusal(exc) from None
         except Exception as exc:  # see _provider_failure
             raise _provider_failure(exc, "completing the sign-in") from None
-        return _principal(claims, groups)
+        # Only from the ID token, which the provider signed (never from userinfo).
+        slack_user = claims.get(self._slack_claim) if self._slack_claim else None
+        return _principal(claims, groups), slack_user if isinstance(slack_user, str) else None
 
     def _read_flow(self, cookie: str | None) -> Mapping[str, Any]:
         if not cookie:

@@ -9,20 +9,24 @@ and must come from the configured public URL's origin, like every state-changing
 from __future__ import annotations
 
 import logging
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from approvals.principals import Principal
-from web.deps import EngineDep, SignedIn, sessions_of, settings_of
-from web.faces.pages.oidc import CALLBACK_PATH, OidcLogin
+from web.channels.slack_app import SlackDesk
+from web.deps import EngineDep, SignedIn, engine_of, sessions_of, settings_of
+from web.faces.pages.oidc import CALLBACK_PATH, SLACK_USER_STATE, OidcLogin
 from web.faces.pages.rendering import check_form, render, status_page
 from web.security import same_origin
 from web.settings import Settings, revealed
 from web.sign_in_throttle import SignInThrottle
 
 log = logging.getLogger("approvals.web")
+#: A Slack user id (``U...``, or ``W...`` on Enterprise Grid), as a click's ``user.id``.
+SLACK_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,30}$")
 
 #: The sign-in form and sign-out.
 router = APIRouter(include_in_schema=False)
@@ -136,6 +140,7 @@ def oidc_router(settings: Settings) -> APIRouter:
         redirect_uri=settings.public_url.rstrip("/") + CALLBACK_PATH,
         scopes=settings.oidc_scopes,
         groups_claim=settings.oidc_groups_claim,
+        slack_claim=settings.slack_oidc_claim,
         on_login=_oidc_signed_in,
         on_error=_oidc_failed,
     )
@@ -144,7 +149,26 @@ def oidc_router(settings: Settings) -> APIRouter:
 
 async def _oidc_signed_in(request: Request, principal: Principal) -> Response:
     log.info("signed in %s through OpenID Connect", principal.id)
+    slack_user = getattr(request.state, SLACK_USER_STATE, None)
+    if slack_user is not None:
+        await _link_slack(request, principal, slack_user)
     return await sign_in(request, principal, "/")
+
+
+async def _link_slack(request: Request, principal: Principal, slack_user: str) -> None:
+    """Link the Slack user the ID token's ``APPROVALS_SLACK_OIDC_CLAIM`` names to the principal
+    that signed in (docs/notifications.md, "Deciding from Slack"); a value that is no Slack
+    user id links nothing, and a failure to link does not fail the sign-in."""
+    if not SLACK_USER_ID.match(slack_user):
+        log.warning("%s signed in with a Slack claim that is no Slack user id", principal.id)
+        return
+    engine = engine_of(request)
+    try:
+        links = SlackDesk.on(engine.adapters.db, settings_of(request)).links
+        if await links.link_oidc(slack_user, principal.id):
+            log.info("Slack user %s linked to %s", slack_user, principal.id)
+    except Exception:
+        log.exception("linking Slack user %s to %s failed", slack_user, principal.id)
 
 
 async def _oidc_failed(request: Request, message: str, status: int) -> Response:
