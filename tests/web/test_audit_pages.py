@@ -7,6 +7,7 @@ import html
 import re
 from datetime import UTC, datetime, timedelta
 
+from tests.integration.helpers import start_refund
 from tests.waiting import eventually
 from tests.web.conftest import Server, SignIn, add_user
 from web.engine import Engine
@@ -151,3 +152,17 @@ async def _count(engine: Engine) -> int:
         row = await (await conn.execute("select count(*) as n from audit_events")).fetchone()
     assert row is not None
     return int(row["n"])
+
+
+async def test_a_run_timeline_says_its_resume_waits_for_a_worker_of_its_graph(
+    server: Server, engine: Engine, sign_in: SignIn
+) -> None:
+    await add_user(engine, "olga", "operators")
+    run = await start_refund(engine)
+    # Decided, of a graph no worker serves: its resume waits for one.
+    async with engine.connection() as conn:
+        await conn.execute("UPDATE runs SET graph = 'crm' WHERE id = %s", (run.run_id,))
+    await engine.decide_as_operator(run.pending[0], "approve", principal="bob")
+    page = sign_in("olga").get(f"/runs/{run.run_id}")
+    assert page.status_code == 200
+    assert "Waiting for a worker that serves <code>crm</code>: no live worker does" in page.text

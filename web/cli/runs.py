@@ -162,13 +162,13 @@ def runs_show(
 
     async def main(engine: Engine) -> dict[str, Any]:
         # Imported here, not at the top: the engine's modules are imported by run_async.
-        from web.engine.workers import unserved_jobs
+        from web.engine.workers import waits_for_worker
 
         report = await engine.report(run_id)
-        unserved = await unserved_jobs(engine.adapters.db)
-        # Still waiting with a request decided: its resume is queued, for a worker of its graph.
-        decided = any(r["status"] != "pending" for r in report["requests"])
-        waiting = report["status"] == "waiting" and decided and report["graph"] in unserved
+        statuses = [str(r["status"]) for r in report["requests"]]
+        waiting = await waits_for_worker(
+            engine.adapters.db, report["graph"], str(report["status"]), statuses
+        )
         return {**report, "waiting_for_worker": waiting}
 
     report = run_async(main)

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from approvals.errors import DatabaseUnavailable
@@ -66,3 +67,14 @@ async def unserved_jobs(db: Database) -> dict[str, int]:
     """The queued resume jobs, by graph, that no live worker serves: they wait for a worker
     that serves their graph (or for their runs to be cancelled)."""
     return await PgWorkers(db).unserved_jobs(LIVE_SECONDS)
+
+
+async def waits_for_worker(
+    db: Database, graph: str, status: str, request_statuses: Iterable[str]
+) -> bool:
+    """Whether a run (its ``graph``, ``status`` and its requests' statuses) waits for a worker
+    that serves its graph: it still waits, a request of it was decided (so its resume is
+    queued), and no live worker serves the graph."""
+    if status != "waiting" or all(s == "pending" for s in request_statuses):
+        return False
+    return graph in await unserved_jobs(db)

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 
 from approvals.audit import UNREADABLE_DATA
 from web.deps import EngineDep, SignedIn
+from web.engine.workers import waits_for_worker
 from web.faces.pages.audit import operator_only, run_id_of, summary, time_of
 from web.faces.pages.rendering import render
 
@@ -34,6 +35,8 @@ async def run_timeline(
         raise HTTPException(404, "Not Found")
     events = await engine.audit.for_run(run.id)
     records = await engine.audit.timeline_interceptions(run.id)
+    statuses = [r.status.value for r in await engine.requests.for_run(run.id)]
+    waiting = await waits_for_worker(engine.adapters.db, run.graph, run.status.value, statuses)
     return render(
         request,
         "timeline.html",
@@ -42,6 +45,7 @@ async def run_timeline(
         entries=timeline(events, records),
         unreadable=UNREADABLE_DATA,
         utc=UTC,
+        waiting_for_worker=waiting,
     )
 
 
