@@ -11,12 +11,10 @@ import asyncio
 import hashlib
 import hmac
 import json
-import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -28,6 +26,7 @@ from slack_sdk.signature import SignatureVerifier
 from approvals.model import RequestStatus
 from approvals.principals import Principal
 from tests.integration.helpers import scalar, start_refund, verified
+from tests.web.slack_stand_in import Call, StandIn, slack_stand_in
 from web.channels.slack_app import SlackDesk
 from web.engine import Engine, open_engine
 from web.notifier import Notifier
@@ -40,77 +39,6 @@ TOKEN = "xoxb-test-bot-token"
 SUPPORT_CHANNEL = "C0SUPPORT"
 PATH = "/integrations/slack/interactions"
 ASK = {"message": "ask may I refund order 1001?"}
-
-
-@dataclass
-class Call:
-    method: str
-    authorization: str
-    body: dict[str, Any]
-
-
-@dataclass
-class StandIn:
-    """A stand-in of Slack's Web API: it records each call and answers ``ok``, a posted
-    message with its channel and a ts of its own."""
-
-    url: str = ""
-    calls: list[Call] = field(default_factory=list)
-    #: Answers to give, by method, before the usual ones (a failure, say).
-    scripted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def answer(self, call: Call) -> dict[str, Any]:
-        with self._lock:
-            self.calls.append(call)
-            n = len(self.calls)
-            if self.scripted.get(call.method):
-                return self.scripted[call.method].pop(0)
-        if call.method == "chat.postMessage":
-            return {"ok": True, "channel": call.body["channel"], "ts": f"1700000000.{n:06d}"}
-        return {"ok": True}
-
-    def of(self, method: str) -> list[Call]:
-        with self._lock:
-            return [c for c in self.calls if c.method == method]
-
-    async def wait_for(self, method: str, count: int = 1) -> list[Call]:
-        """The calls of ``method`` once there are ``count`` (they come after the answer)."""
-        deadline = time.monotonic() + 15
-        while len(self.of(method)) < count:
-            assert time.monotonic() < deadline, f"no {count} {method} calls: {self.calls}"
-            await asyncio.sleep(0.02)
-        return self.of(method)
-
-
-@contextmanager
-def slack_stand_in() -> Iterator[StandIn]:
-    stand_in = StandIn()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length) or b"{}")
-            call = Call(self.path.rsplit("/", 1)[-1], self.headers.get("Authorization", ""), body)
-            answer = json.dumps(stand_in.answer(call)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    stand_in.url = f"http://127.0.0.1:{server.server_address[1]}/api/"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield stand_in
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass

@@ -17,9 +17,9 @@ import pytest
 from approvals.model import RequestStatus
 from approvals.principals import Principal
 from tests.integration.helpers import scalar
+from tests.web.slack_stand_in import Call
 from tests.web.test_slack_app import (
     SUPPORT_CHANNEL,
-    Call,
     Served,
     accounts,
     click,
