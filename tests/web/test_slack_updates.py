@@ -216,3 +216,19 @@ async def test_retention_prunes_the_messages_with_their_request(
     pruned = await engine.prune(timedelta(milliseconds=10), principal="operator:olga")
     assert pruned.runs == 1
     assert await scalar(engine, "SELECT count(*) FROM slack_messages") == 0
+
+
+async def test_a_message_slack_no_longer_has_is_given_up_at_once(
+    engine: Engine, settings: Settings
+) -> None:
+    async with served(engine, settings) as app:
+        await accounts(engine, app)
+        _, request_id, _, ts = await waiting_refund(engine, app)
+        app.slack.scripted["chat.update"] = [{"ok": False, "error": "message_not_found"}]
+        await engine.decide_as_operator(request_id, "approve", principal="olga")
+        assert await app.notifier.run_once() == 1
+        assert await app.notifier.run_once() == 0
+        assert len(app.slack.of("chat.update")) == 1
+    assert await messages(engine, request_id) == [(SUPPORT_CHANNEL, ts, "failed", 1)]
+    error = await scalar(engine, "SELECT last_error FROM slack_messages")
+    assert error == "chat.update: message_not_found"
