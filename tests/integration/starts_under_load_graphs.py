@@ -65,8 +65,11 @@ class WaitAtTheGate:
 
 
 def _gated(deps: GraphDeps, name: str, timeout: float | None) -> AgentGraph:
+    # An async interceptor: the engine's emitter awaits it (the kit's protocol types only a
+    # synchronous one).
+    gate: Any = WaitAtTheGate()
     governance = Governance(
-        interceptors=[WaitAtTheGate(), EscalateSensitiveTools(["issue_refund"])],
+        interceptors=[gate, EscalateSensitiveTools(["issue_refund"])],
         timeout=timeout,
     )
     return build_agent(
