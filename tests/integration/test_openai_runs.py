@@ -361,8 +361,12 @@ async def test_a_worker_killed_during_the_refund_loses_nothing_and_runs_nothing_
     finally:
         if worker.returncode is None:
             worker.kill()
-    # The job was not lost: the next worker claims it again.
-    assert await engine.drain() == 1
+    # The job was not lost: the next worker claims it again, once PostgreSQL has noticed the
+    # killed worker's connection is gone (its claim, a row lock, goes with it).
+    async def resumed() -> bool:
+        return await engine.drain() == 1
+
+    await eventually(resumed, timeout=30, what="the killed worker's claim to be released")
     finished = await engine.runs.get(run.run_id)
     assert finished is not None
     assert finished.status == "completed", finished
