@@ -361,6 +361,7 @@ async def test_a_worker_killed_during_the_refund_loses_nothing_and_runs_nothing_
     finally:
         if worker.returncode is None:
             worker.kill()
+
     # The job was not lost: the next worker claims it again, once PostgreSQL has noticed the
     # killed worker's connection is gone (its claim, a row lock, goes with it).
     async def resumed() -> bool:
