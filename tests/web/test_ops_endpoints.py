@@ -14,7 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from storage.migrate import schema_heads
-from tests.integration.helpers import start_refund
+from tests.integration.helpers import person_token, start_refund
 from tests.waiting import eventually, eventually_sync
 from tests.web.conftest import Server
 from web.engine import Engine
@@ -207,3 +207,12 @@ async def test_metrics_name_a_queued_resume_no_live_worker_serves(
         return got.get('approvals_resume_jobs_unserved{graph="crm"}') == 1
 
     await eventually(named, what="the metric to name the graph no live worker serves")
+    # The run says so too, to whoever may read it.
+    secret = await person_token(engine, "olga", "operators")
+    shown = httpx.get(
+        f"{server.url}/api/v1/runs/{run.run_id}",
+        headers={"authorization": f"Bearer {secret}"},
+        timeout=30,
+    )
+    assert shown.status_code == 200, shown.text
+    assert shown.json()["waiting_for_worker"] is True

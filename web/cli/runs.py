@@ -162,13 +162,10 @@ def runs_show(
 
     async def main(engine: Engine) -> dict[str, Any]:
         # Imported here, not at the top: the engine's modules are imported by run_async.
-        from web.engine.workers import waits_for_worker
+        from web.engine.workers import report_waits_for_worker
 
         report = await engine.report(run_id)
-        statuses = [str(r["status"]) for r in report["requests"]]
-        waiting = await waits_for_worker(
-            engine.adapters.db, report["graph"], str(report["status"]), statuses
-        )
+        waiting = await report_waits_for_worker(engine.adapters.db, report)
         return {**report, "waiting_for_worker": waiting}
 
     report = run_async(main)

@@ -11,8 +11,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from approvals.errors import DatabaseUnavailable
 from storage.db import Database
@@ -78,3 +78,9 @@ async def waits_for_worker(
     if status != "waiting" or all(s == "pending" for s in request_statuses):
         return False
     return graph in await unserved_jobs(db)
+
+
+async def report_waits_for_worker(db: Database, report: Mapping[str, Any]) -> bool:
+    """``waits_for_worker`` for a run as ``Engine.report`` gives it."""
+    statuses = [str(r["status"]) for r in report["requests"]]
+    return await waits_for_worker(db, str(report["graph"]), str(report["status"]), statuses)

@@ -26,6 +26,7 @@ from approvals.model import PendingCall, Run, Vote
 from approvals.principals import Principal
 from web.deps import Admitted, Caller, EngineDep
 from web.engine import Engine
+from web.engine.workers import report_waits_for_worker
 from web.errors import ERROR_RESPONSES, ApiError, ErrorBody
 from web.faces.api_models import (
     CancelIn,
@@ -245,7 +246,8 @@ async def get_run(run_id: str, principal: Admitted, engine: EngineDep) -> RunRep
         report = await engine.report(run_id, viewer=principal)
     except (InvalidRunId, RunNotFound) as exc:
         raise ApiError(404, "not_found", "no such run") from exc
-    return RunReport.model_validate(report)
+    waiting = await report_waits_for_worker(engine.adapters.db, report)
+    return RunReport.model_validate({**report, "waiting_for_worker": waiting})
 
 
 @router.get(

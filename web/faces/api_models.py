@@ -219,6 +219,8 @@ class RunReport(BaseModel):
     requests: list[RunRequest]
     tool_executions: list[RunExecution]
     interceptions: list[RunInterception]
+    #: Decided, and its resume waits: no live worker serves its graph.
+    waiting_for_worker: bool = False
 
 
 class PendingListing(BaseModel):
