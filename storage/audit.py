@@ -12,7 +12,7 @@ log is still read whole when it is most needed, and the verifier fails on that e
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -129,7 +129,7 @@ class PgAuditLog:
 
     async def export(
         self, *, since: datetime | None = None, run_id: str | None = None
-    ) -> AsyncIterator[Row]:
+    ) -> AsyncGenerator[Row, None]:
         """Every event (from ``since``, of ``run_id``), oldest first, streamed
         (``data_unreadable``: as the module says)."""
         params = {"since": since, "run_id": run_id}

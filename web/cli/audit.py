@@ -12,6 +12,7 @@ saying so). Exit 2: an invalid option.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import enum
 import json
@@ -215,6 +216,20 @@ def export_record(row: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _write(writer: Any, output: ExportFormat, record: dict[str, Any]) -> None:
+    """One exported event on stdout, as a CSV row or a JSON line."""
+    if output is ExportFormat.CSV:
+        # Unreadable data: words no JSON reader takes for the event's data.
+        data = (
+            UNREADABLE_DATA
+            if record.pop("data_unreadable", False)
+            else json.dumps(record["data"], sort_keys=True, separators=(",", ":"))
+        )
+        writer.writerow(["" if v is None else v for v in {**record, "data": data}.values()])
+    else:
+        sys.stdout.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+
+
 def _finite(value: Any) -> bool:
     """Whether ``value`` holds no infinite or NaN float (iteratively: data is shallow, but a
     reader never trusts that)."""
@@ -248,20 +263,21 @@ def audit_export(
         writer = csv.writer(sys.stdout, lineterminator="\n")
         if output is ExportFormat.CSV:
             writer.writerow(COLUMNS)
-        count = 0
-        async for row in engine.audit.export(since=start, run_id=run_id):
-            record = export_record(row)
-            if output is ExportFormat.CSV:
-                # Unreadable data: words no JSON reader takes for the event's data.
-                data = (
-                    UNREADABLE_DATA
-                    if record.pop("data_unreadable", False)
-                    else json.dumps(record["data"], sort_keys=True, separators=(",", ":"))
-                )
-                writer.writerow(["" if v is None else v for v in {**record, "data": data}.values()])
-            else:
-                sys.stdout.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
-            count += 1
+        count, reader_gone = 0, False
+        # Closed here, not at the loop's shutdown: a reader that went (``| head -1``) ends the
+        # stream with its cursor closed in order, not cancelled mid-fetch (which psycopg
+        # reported on stderr as "error ignored in rollback").
+        rows = engine.audit.export(since=start, run_id=run_id)
+        async with contextlib.aclosing(rows):
+            async for row in rows:
+                try:
+                    _write(writer, output, export_record(row))
+                except BrokenPipeError:
+                    reader_gone = True
+                    break
+                count += 1
+        if reader_gone:
+            raise BrokenPipeError  # the command ends as SIGPIPE ends one (web.cli.command)
         sys.stdout.flush()
         return count
 
