@@ -47,6 +47,7 @@ from graphs.hosts.openai.step import (
     request_for,
     run_step,
 )
+from graphs.hosts.openai.streaming import calls_made
 from graphs.run.outcome import RunOutcome
 from graphs.tool_call.edits import successful_counts
 from graphs.tool_call.storable import storable_text
@@ -174,9 +175,10 @@ class OpenAIHost(GovernedAgent):
             return _failed(
                 job, "the agent's context could not be made again from the run's context", exc
             )
+        data = json.loads(stored.state)
         try:
             state: RunState[Any, Any] = await RunState.from_json(
-                self.agent, json.loads(stored.state), context_override=context
+                self.agent, data, context_override=context
             )
         except Exception as exc:
             # Its versions match, yet the SDK cannot read it as a state of this agent (another
@@ -211,6 +213,7 @@ class OpenAIHost(GovernedAgent):
             seal=seal,
             user=self.user_run,
             context=context,
+            made=calls_made(data),
         )
         return await self._step_decided(job, check, state, waiting, rejected, sdk_run, services)
 

@@ -65,6 +65,8 @@ class SDKRun:
     context: Any = None
     #: Given each event of the step as it happens (``approvals runs start --stream``).
     observe: Publish | None = None
+    #: The call ids of the tool calls the resumed state already holds (``calls_made``).
+    made: frozenset[str] = frozenset()
 
 
 async def run_step(
@@ -96,7 +98,7 @@ async def run_step(
         session=session,
         counts=dict(ran or {}),
     )
-    published = Published(run.observe, given)
+    published = Published(run.observe, run.made)
     result = await _run_agent(host, given, current, run, rejected, services.transient, published)
     if isinstance(result, RunOutcome):
         return dataclasses.replace(result, events=published.events)

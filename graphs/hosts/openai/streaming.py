@@ -15,10 +15,10 @@ step's settlement writes the same events.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agents import Agent, RunResultStreaming, RunState
+from agents import Agent, RunResultStreaming
 from agents import Runner as SDKRunner
 from agents.items import ToolCallItem
 from agents.stream_events import RunItemStreamEvent
@@ -30,11 +30,11 @@ class Published:
     """The events of one step: kept for its settlement, and handed to ``observe`` as they
     happen."""
 
-    def __init__(self, observe: Publish | None, given: Any = None) -> None:
+    def __init__(self, observe: Publish | None, made: frozenset[str] = frozenset()) -> None:
         self.observe = observe
         self._events: list[tuple[str, dict[str, Any]]] = []
         #: The calls the step's state (a resume's) already made: not news to its followers.
-        self._made = _calls_made(given)
+        self._made = made
 
     @property
     def events(self) -> StepUpdates:
@@ -93,11 +93,9 @@ def _call_id(raw: Any) -> Any:
     return raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
 
 
-def _calls_made(given: Any) -> frozenset[str]:
-    """The call ids of the tool calls a resumed ``RunState`` holds (none for an input)."""
-    if not isinstance(given, RunState):
-        return frozenset()
-    items = given.to_json().get("generated_items") or []
+def calls_made(state: Mapping[str, Any]) -> frozenset[str]:
+    """The call ids of the tool calls a stored ``RunState`` (its JSON, as stored) holds."""
+    items = state.get("generated_items") or []
     return frozenset(
         str(raw["call_id"])
         for item in items
