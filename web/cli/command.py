@@ -126,7 +126,10 @@ def load_settings() -> Settings:
 
 def database_url(settings: Settings) -> tuple[str, bool]:
     """The configured server, or the embedded one (started on demand). ``(url, embedded)``."""
-    url = _text(settings.database_url)
+    # Imported here, not at the top (see load_settings); the settings given are of it already.
+    from web.settings import revealed
+
+    url = revealed(settings.database_url)
     if url:
         return url, False
     # Imported here, not at the top: the engine (psycopg, the repositories, the notifier and
@@ -139,16 +142,10 @@ def database_url(settings: Settings) -> tuple[str, bool]:
 def migration_url(settings: Settings, url: str) -> str:
     """Where migrations run: the tables' owner (``APPROVALS_MIGRATION_DATABASE_URL``) when set,
     else ``url``, the database the engine uses."""
-    return _text(settings.migration_database_url) or url
+    # Imported here, not at the top (see load_settings); the settings given are of it already.
+    from web.settings import revealed
 
-
-def _text(value: Any) -> str | None:
-    """A secret setting's text (``web.settings.revealed``, without importing the settings
-    module: the settings object is here already)."""
-    if value is None or isinstance(value, str):
-        return value
-    found = value.get_secret_value()
-    return found if isinstance(found, str) else None
+    return revealed(settings.migration_database_url) or url
 
 
 async def upgrade_schema(url: str, *, runtime_role: str | None) -> None:
