@@ -26,8 +26,8 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from approvals.errors import DatabaseUnavailable
 from web.engine import Engine
+from web.engine.readiness import schema_or_problem
 
 #: How long readiness waits for the database before it answers "not ready".
 READY_TIMEOUT_SECONDS = 2.0
@@ -72,15 +72,8 @@ async def _not_ready_because(engine: Engine, state: WorkerState) -> str | None:
         return f"the worker stopped: {state.stopped_because}"
     if not state.running:
         return "the worker has not started"
-    try:
-        schema = await asyncio.wait_for(engine.operations.schema(), READY_TIMEOUT_SECONDS)
-    except TimeoutError:
-        return f"the database did not answer within {READY_TIMEOUT_SECONDS:g}s"
-    except DatabaseUnavailable as exc:
-        return str(exc)
-    except Exception as exc:  # readiness answers, whatever went wrong
-        return f"{type(exc).__name__}: {exc}"
-    return schema.problem
+    _, problem = await schema_or_problem(engine, READY_TIMEOUT_SECONDS)
+    return problem
 
 
 @asynccontextmanager

@@ -9,7 +9,6 @@ otherwise). None of them is in the OpenAPI document: they are not the API.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 import math
@@ -21,6 +20,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from approvals.errors import DatabaseUnavailable
 from web.deps import EngineDep, settings_of
 from web.engine import Histogram, MetricsSnapshot
+from web.engine.readiness import schema_or_problem
 from web.engine.workers import unserved_jobs
 from web.errors import ApiError
 from web.settings import Settings
@@ -185,18 +185,9 @@ async def healthz() -> Response:
 @router.get("/readyz")
 async def readyz(engine: EngineDep) -> Response:
     """Readiness: the database answers and its schema is the one this code needs."""
-    operations = engine.operations
-    try:
-        schema = await asyncio.wait_for(operations.schema(), READY_TIMEOUT_SECONDS)
-    except TimeoutError:
-        reason = f"the database did not answer within {READY_TIMEOUT_SECONDS:g}s"
-        return _not_ready(reason)
-    except DatabaseUnavailable as exc:
-        return _not_ready(str(exc))
-    except Exception as exc:  # readiness answers, whatever went wrong
-        return _not_ready(f"{type(exc).__name__}: {exc}")
-    if schema.problem is not None:
-        return _not_ready(schema.problem)
+    schema, problem = await schema_or_problem(engine, READY_TIMEOUT_SECONDS)
+    if schema is None or problem is not None:
+        return _not_ready(problem or "the schema could not be read")
     return JSONResponse(
         {
             "status": "ready",
