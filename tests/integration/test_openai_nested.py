@@ -26,8 +26,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 HERE = "tests.integration.test_openai_nested"
 
 
-def sender(deps: GraphDeps, to: str) -> Agent[Any]:
-    """A nested agent whose model always names its one call ``n1``, whatever run it is in."""
+def send_tool(deps: GraphDeps) -> Any:
+    """``send(to)``: needs approval; each run of it is recorded as a side effect."""
 
     @function_tool(needs_approval=True)
     async def send(to: str) -> str:
@@ -38,12 +38,18 @@ def sender(deps: GraphDeps, to: str) -> Agent[Any]:
         )
         return f"sent to {to}"
 
+    return send
+
+
+def sender(deps: GraphDeps, to: str) -> Agent[Any]:
+    """A nested agent whose model always names its one call ``n1``, whatever run it is in."""
+
     def script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
         if "n1" not in outputs:
             return [("n1", "send", {"to": text})], ""
         return [], f"done: {outputs['n1']}"
 
-    return Agent(name="sender", model=ScriptedModel(script), tools=[send])
+    return Agent(name="sender", model=ScriptedModel(script), tools=[send_tool(deps)])
 
 
 def outer(deps: GraphDeps, recipients: tuple[str, str]) -> Agent[Any]:
@@ -226,21 +232,12 @@ def slashed(deps: GraphDeps) -> Agent[Any]:
 def outer_with_id(deps: GraphDeps, call_id: str) -> Agent[Any]:
     nested = sender(deps, "?").as_tool("messenger", "Sends one message.")
 
-    @function_tool(needs_approval=True)
-    async def send(to: str) -> str:
-        """Send the message. Needs approval."""
-        call = current_call()
-        await effects_of(deps).record(
-            run_id=call.run_id, call_id=call.call_id, tool="send", args={"to": to}
-        )
-        return f"sent to {to}"
-
     def script(text: str, outputs: dict[str, Any]) -> tuple[list[Any], str]:
         if "o1" not in outputs:
             return [("o1", "messenger", {"input": "x"}), (call_id, "send", {"to": "y"})], ""
         return [], f"{outputs['o1']} | {outputs.get(call_id)}"
 
-    return Agent(name="outer", model=ScriptedModel(script), tools=[nested, send])
+    return Agent(name="outer", model=ScriptedModel(script), tools=[nested, send_tool(deps)])
 
 
 async def test_a_model_made_call_id_cannot_name_a_nested_calls_place(engine: Engine) -> None:
