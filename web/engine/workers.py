@@ -27,7 +27,7 @@ log = logging.getLogger("approvals.worker")
 HEARTBEAT_SECONDS = 10.0
 #: A worker not seen for this long is not counted as serving anything.
 LIVE_SECONDS = 3 * HEARTBEAT_SECONDS
-#: A row of a worker not seen for this long is deleted (by any live worker).
+#: A row of a worker not seen for this long is deleted (by the next worker that starts).
 FORGET_SECONDS = 24 * 3600.0
 
 
@@ -38,6 +38,7 @@ async def heartbeat(db: Database, registry: GraphRegistry, stop: asyncio.Event) 
     workers = PgWorkers(db)
     graphs, config_digest = registry.names(), registry.config_digest()
     worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    forgotten = False
     try:
         while not stop.is_set():
             try:
@@ -48,7 +49,10 @@ async def heartbeat(db: Database, registry: GraphRegistry, stop: asyncio.Event) 
                     graphs=graphs,
                     config_digest=config_digest,
                 )
-                await workers.forget_stale(FORGET_SECONDS)
+                if not forgotten:
+                    # Once a worker's life: a row a day old is out of every count anyway.
+                    await workers.forget_stale(FORGET_SECONDS)
+                    forgotten = True
             except DatabaseUnavailable as exc:
                 log.debug("heartbeat: %s", exc)
             with contextlib.suppress(TimeoutError):
